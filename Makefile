@@ -1,0 +1,139 @@
+# Copyright (c) fleetos.layering contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Developer entry points. `make help` lists the targets.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+REPO_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+PYTHON ?= python3
+VENV := $(REPO_ROOT)/.venv
+VENV_BIN := $(VENV)/bin
+VENV_STAMP := $(VENV)/.stamp
+REQUIREMENTS := $(REPO_ROOT)/requirements-dev.txt
+
+# ansible-test needs the collection at ansible_collections/<namespace>/<name>;
+# the repository root stays as it is and a copy is kept in sync here.
+COLLECTION_NAMESPACE := fleetos
+COLLECTION_NAME := layering
+BUILD_DIR := $(REPO_ROOT)/.build
+COLLECTION_ROOT := $(BUILD_DIR)/ansible_collections/$(COLLECTION_NAMESPACE)/$(COLLECTION_NAME)
+# Top-level entries that are never part of the collection copy.
+COLLECTION_EXCLUDE := .git .venv .build .lab lab bench tests/lab
+empty :=
+space := $(empty) $(empty)
+COLLECTION_EXCLUDE_RE := ^($(subst $(space),|,$(subst .,\.,$(COLLECTION_EXCLUDE))))(/|$$)
+
+SANITY_PYTHON := 3.11
+# ansible-test bootstraps pip into each sanity venv with a get-pip script it would
+# download from its own CI host; this machine reaches only PyPI and Debian, so
+# .ci/get_pip.py and the pip wheel from PyPI take its place in ansible-test's cache
+# (see sanity-bootstrap).
+ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
+ANSIBLE_TEST_PIP = $(shell sed -n "s/^ *pip='\([0-9.]*\)',$$/\1/p" \
+	$(VENV)/lib/python*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null)
+
+# Debian packages the lab and the tooling need.
+DEB_PACKAGES := ostree gir1.2-ostree-1.0 python3 python3-gi skopeo umoci \
+	docker-registry apache2-utils openssh-server openssh-client iproute2 \
+	netcat-openbsd socat openssl util-linux procps e2fsprogs git make rsync shellcheck
+
+# Tools from the venv come first (once, also in recursive makes).
+ifeq ($(filter $(VENV_BIN),$(subst :, ,$(PATH))),)
+export PATH := $(VENV_BIN):$(PATH)
+endif
+
+.PHONY: help deps venv collection-link sanity-bootstrap unit sanity lint changelog-lint test clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
+		awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+deps: ## Install missing Debian packages (apt-get, only when something is missing)
+	@missing=(); \
+	for pkg in $(DEB_PACKAGES); do \
+		status=$$(dpkg-query -W -f='$${Status}' "$$pkg" 2>/dev/null || true); \
+		[[ "$$status" == "install ok installed" ]] || missing+=("$$pkg"); \
+	done; \
+	if (( $${#missing[@]} == 0 )); then \
+		echo "deps: all $(words $(DEB_PACKAGES)) Debian packages present"; \
+	else \
+		echo "deps: installing $${missing[*]}"; \
+		apt-get update; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$${missing[@]}"; \
+	fi
+
+venv: $(VENV_STAMP) ## Create .venv with the pinned development tools
+
+$(VENV_STAMP): $(REQUIREMENTS)
+	[[ -x $(VENV_BIN)/python ]] || $(PYTHON) -m venv $(VENV)
+	$(VENV_BIN)/python -m pip install --quiet --upgrade pip
+	$(VENV_BIN)/python -m pip install --quiet -r $(REQUIREMENTS)
+	touch $@
+
+# The copy holds what git lists (tracked plus untracked-not-ignored files) minus
+# COLLECTION_EXCLUDE. Symlinks to the repository's directories do not work:
+# ansible-test lists content with git (or os.walk) and neither descends into a
+# directory symlink. The copy gets its own empty .git, because otherwise
+# ansible-test finds the repository's .git, which ignores .build, and sees no files.
+collection-link: ## Sync the collection into .build/ansible_collections/fleetos/layering
+	@mkdir -p $(COLLECTION_ROOT)
+	@cd $(REPO_ROOT) && git ls-files -z --cached --others --exclude-standard \
+		| grep -zEv '$(COLLECTION_EXCLUDE_RE)' | sort -zu > $(BUILD_DIR)/files.want
+	@cd $(REPO_ROOT) && rsync -a --from0 --files-from=$(BUILD_DIR)/files.want \
+		--ignore-missing-args ./ $(COLLECTION_ROOT)/
+	@cd $(COLLECTION_ROOT) && find . -path ./.git -prune -o -path ./tests/output -prune \
+		-o \( -type f -o -type l \) -printf '%P\0' | sort -zu > $(BUILD_DIR)/files.have
+	@cd $(COLLECTION_ROOT) && comm -z -23 $(BUILD_DIR)/files.have $(BUILD_DIR)/files.want \
+		| xargs -0r rm -f --
+	@cd $(COLLECTION_ROOT) && find . -mindepth 1 -path ./.git -prune -o -path ./tests/output -prune \
+		-o -type d -empty -print0 | xargs -0r rmdir -p --ignore-fail-on-non-empty --
+	@[[ -d $(COLLECTION_ROOT)/.git ]] || git -C $(COLLECTION_ROOT) init --quiet
+	@echo "collection-link: $$(tr -cd '\0' < $(BUILD_DIR)/files.want | wc -c) files in $(COLLECTION_ROOT)"
+
+unit: $(VENV_STAMP) ## Unit tests (pytest tests/unit); zero collected tests is a failure
+	@cd $(REPO_ROOT); rc=0; \
+	$(VENV_BIN)/python -m pytest tests/unit || rc=$$?; \
+	if (( rc == 5 )); then \
+		echo "unit: FAILED: no unit tests collected under tests/unit" >&2; \
+		exit 1; \
+	fi; \
+	exit $$rc
+
+sanity-bootstrap: $(VENV_STAMP) ## Make sure ansible-test can bootstrap pip into its sanity venvs
+	@version='$(ANSIBLE_TEST_PIP)'; \
+	[[ -n "$$version" ]] || { echo "sanity-bootstrap: cannot find ansible-test's pip version" >&2; exit 1; }; \
+	script='$(ANSIBLE_TEST_CACHE)'/get_pip_$${version//./_}.py; \
+	if [[ -s "$$script" ]]; then exit 0; fi; \
+	mkdir -p '$(ANSIBLE_TEST_CACHE)'; \
+	$(VENV_BIN)/python -m pip download --quiet --no-deps --only-binary :all: \
+		--dest '$(ANSIBLE_TEST_CACHE)' "pip==$$version"; \
+	install -m 0644 $(REPO_ROOT)/.ci/get_pip.py "$$script"; \
+	echo "sanity-bootstrap: using .ci/get_pip.py with pip $$version from PyPI"
+
+sanity: $(VENV_STAMP) collection-link sanity-bootstrap ## ansible-test sanity on the collection copy
+	@cd $(COLLECTION_ROOT) && \
+		$(VENV_BIN)/ansible-test sanity --python $(SANITY_PYTHON) --requirements --color no \
+		2>&1 | tee $(BUILD_DIR)/sanity.log
+	@if grep -F 'Skipping sanity test' $(BUILD_DIR)/sanity.log; then \
+		echo "sanity: FAILED: ansible-test skipped a test (see above)" >&2; exit 1; fi
+
+lint: $(VENV_STAMP) ## ansible-lint (production profile) from the repository root
+	cd $(REPO_ROOT) && $(VENV_BIN)/ansible-lint
+
+changelog-lint: $(VENV_STAMP) ## antsibull-changelog lint on changelogs/
+	cd $(REPO_ROOT) && $(VENV_BIN)/antsibull-changelog lint
+
+test: ## deps, venv, unit, sanity, lint, changelog-lint, then the lab tests (mk/lab.mk)
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv unit sanity lint changelog-lint test-lab
+
+clean: ## Remove the venv, the collection copy and test output
+	rm -rf $(VENV) $(BUILD_DIR) $(REPO_ROOT)/tests/output $(REPO_ROOT)/.pytest_cache
+	find $(REPO_ROOT) -path $(REPO_ROOT)/.git -prune -o -path $(REPO_ROOT)/lab -prune \
+		-o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+# Lab targets (test-lab, demo, lab-*) belong to the lab; the file may not exist yet.
+-include $(REPO_ROOT)/mk/lab.mk

@@ -1,0 +1,1 @@
+"""The fleetlab package: the local image-mode fleet (see lab/README.md)."""

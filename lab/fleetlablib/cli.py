@@ -1,0 +1,336 @@
+"""fleetlab: a real image-mode fleet on one machine (the command line)."""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import images, inventory, net, nodes, registry
+from .common import (
+    BASE_IMAGE,
+    LAB_NETNS,
+    MAX_NODES,
+    LabError,
+    StateLock,
+    inventory_dir,
+    journal,
+    node_index,
+    node_ip,
+    node_name,
+    read_journal,
+    read_json,
+    run,
+    state_dir,
+    write_file,
+)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise LabError(message)
+
+
+def _pool_for(index):
+    return "infra" if index % 3 == 0 else "workers"
+
+
+def _labels_for(index, pool):
+    role = "infra" if pool == "infra" else "worker"
+    return {
+        "fleetos.io/pool": pool,
+        "node-role.kubernetes.io/%s" % role: "",
+        "topology.kubernetes.io/zone": "zone-%s" % "abc"[(index - 1) % 3],
+        "fleetos.io/lab-index": str(index),
+    }
+
+
+def _require_root():
+    if os.geteuid() != 0:
+        raise LabError("fleetlab must run as root: it creates network namespaces and mounts")
+
+
+def cmd_up(args):
+    _require_root()
+    if not 1 <= args.nodes <= MAX_NODES:
+        raise LabError("--nodes %d is out of range 1..%d" % (args.nodes, MAX_NODES))
+    if args.registry_port is not None and not 1 <= args.registry_port <= 65535:
+        raise LabError("--registry-port %d is not a TCP port" % args.registry_port)
+    if args.disk_image:
+        images.parse_name(args.disk_image, "--disk-image")
+    started = time.time()
+    with StateLock():
+        lab = read_json(state_dir() / "lab.json", {"nodes": {}})
+        if args.registry_port is not None and lab.get("registry_port") not in (None, args.registry_port):
+            raise LabError("the lab already runs its registry on port %s; run 'fleetlab down' first"
+                           % lab["registry_port"])
+        state_dir().mkdir(parents=True, exist_ok=True)
+        net.ensure_lab_network()
+        address = registry.ensure(args.registry_port)
+        lab["registry"] = address
+        lab["registry_port"] = registry.config()["port"]
+        if args.boot_delay is not None:
+            lab["boot_delay"] = args.boot_delay
+        lab.setdefault("boot_delay", 0)
+        records = images.built()
+        if BASE_IMAGE not in records:
+            print("fleetlab: building the base image %s" % BASE_IMAGE, flush=True)
+            records[BASE_IMAGE] = images.build(BASE_IMAGE, version="1.0")
+        base = records[BASE_IMAGE]
+        disk = None
+        if args.disk_image:
+            key = "%s:%s" % images.parse_name(args.disk_image, "--disk-image")
+            if key not in records:
+                raise LabError("--disk-image %s was not built by 'fleetlab image build'" % args.disk_image)
+            disk = records[key]
+        lab["base_image_ref"] = images.registry_ref(base)
+        nodes.ensure_controller_key()
+        nodes.save_lab(lab)
+        wanted = [node_name(i) for i in range(1, args.nodes + 1)]
+        new = [n for n in wanted if n not in lab["nodes"]]
+        for name in new:
+            index = node_index(name)
+            pool = _pool_for(index)
+            lab["nodes"][name] = {"index": index, "address": node_ip(index), "pool": pool,
+                                  "labels": _labels_for(index, pool),
+                                  "disk_image": bool(disk)}
+        nodes.save_lab(lab)
+
+        def _create(name):
+            info = lab["nodes"][name]
+            record = disk if (disk and name in new) else base
+            nodes.create(name, info["index"], record, disk_image=bool(disk and name in new))
+            nodes.start(name)
+            return name
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(_create, sorted(lab["nodes"])))
+        host_keys = {}
+        for name in lab["nodes"]:
+            pub = (nodes.node_dir(name) / "ssh" / "host_key.pub").read_text().split()
+            host_keys[name] = "%s %s" % (pub[0], pub[1])
+        inventory.write_known_hosts(lab, host_keys)
+        target = inventory.write(lab)
+        for name in sorted(lab["nodes"]):
+            nodes.wait_ready(name, timeout=60 + 2 * len(lab["nodes"]))
+        journal("lab_up", nodes=len(lab["nodes"]), seconds=round(time.time() - started, 2))
+    print("fleetlab: %d nodes up in %.1fs; registry %s; inventory %s"
+          % (len(lab["nodes"]), time.time() - started, address, target))
+    return 0
+
+
+def cmd_down(args):
+    _require_root()
+    with StateLock():
+        lab = read_json(state_dir() / "lab.json", {"nodes": {}})
+        names = set(lab.get("nodes", {}))
+        if nodes.nodes_dir().exists():
+            names.update(p.name for p in nodes.nodes_dir().iterdir() if p.is_dir())
+        for name in sorted(names):
+            nodes.stop(name)
+        registry.stop()
+        for ns in net.lab_netns_names():
+            net.delete_netns(ns)
+        for name in sorted(names):
+            nodes.remove_tree(nodes.node_dir(name) / "sysroot")
+            nodes.remove_tree(nodes.node_dir(name) / "sysroot.new")
+    leftovers = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                 if line.split()[4].startswith(str(state_dir()))]
+    for mount in sorted(leftovers, reverse=True):
+        run(["umount", "-l", mount], check=False)
+    nodes.remove_tree(state_dir())
+    try:
+        (inventory_dir() / "hosts.yml").unlink()
+    except FileNotFoundError:
+        pass
+    print("fleetlab: down; nothing left behind")
+    return 0
+
+
+def cmd_status(args):
+    lab = read_json(state_dir() / "lab.json")
+    if not lab:
+        raise LabError("the lab is not up: run 'fleetlab up'")
+    names = sorted(lab["nodes"])
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        rows = list(pool.map(nodes.node_status, names))
+    if args.json:
+        print(json.dumps({"registry": lab.get("registry"), "registry_running": registry.running(),
+                          "nodes": rows}, indent=2))
+        return 0
+    print("registry %s (%s)" % (lab.get("registry"), "running" if registry.running() else "stopped"))
+    header = ("NODE", "ADDRESS", "POOL", "STATE", "BOOTED IMAGE", "DIGEST", "VERSION", "STAGED", "BOOTS")
+    table = [header]
+    for row in rows:
+        booted = row["booted"] or "-"
+        if "@" in booted:
+            booted = booted.split("@", 1)[0]
+        state = row["state"] + (" [%s]" % ",".join(row["faults"]) if row.get("faults") else "")
+        table.append((row["node"], row["address"], row["pool"], state, booted,
+                      (row["digest"] or "-")[:19], row["version"] or "-",
+                      (row["staged"] or "-")[:19], str(row["boots"])))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for r in table:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_exec(args):
+    _require_root()
+    nodes.node_info(args.node)
+    argv = list(args.cmd)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise LabError("exec needs a command: fleetlab exec NODE -- CMD")
+    return subprocess.call(nodes.exec_argv(args.node, argv))
+
+
+def cmd_image_build(args):
+    _require_root()
+    with StateLock("images.lock"):
+        record = images.build(args.name, base=args.base, add_files=args.add_file or [],
+                              size_mb=args.size_mb, labels=args.label or [], version=args.version)
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True))
+    else:
+        print(record["digest"])
+    return 0
+
+
+def cmd_image_list(args):
+    records = images.built()
+    for key, rec in sorted(records.items()):
+        print("%s  %s  %s  commit %s" % (key, rec["digest"], rec["version"], rec["commit"][:12]))
+    return 0
+
+
+def cmd_fault(args):
+    _require_root()
+    seconds = None
+    if args.fault == "slow-boot":
+        if args.seconds is None:
+            raise LabError("fault slow-boot needs SECONDS: fleetlab fault NODE slow-boot 10")
+        try:
+            seconds = float(args.seconds)
+        except ValueError:
+            raise LabError("slow-boot SECONDS %r is not a number" % args.seconds)
+    elif args.seconds is not None:
+        raise LabError("fault %s takes no SECONDS" % args.fault)
+    nodes.set_fault(args.node, args.fault, seconds)
+    return 0
+
+
+def cmd_registry(args):
+    _require_root()
+    if args.action == "stop":
+        registry.stop()
+    else:
+        registry.start()
+    print("fleetlab: registry %s" % ("stopped" if args.action == "stop" else "running at " + registry.address()))
+    return 0
+
+
+def cmd_journal(args):
+    for event in read_journal():
+        if args.event and event.get("event") != args.event:
+            continue
+        print(json.dumps(event, sort_keys=True))
+    return 0
+
+
+def cmd_shape(args):
+    _require_root()
+    lab = read_json(state_dir() / "lab.json")
+    if not lab:
+        raise LabError("the lab is not up: run 'fleetlab up'")
+    for name in sorted(lab["nodes"]):
+        net.shape_node_link(name, None if args.rate == "off" else args.rate)
+    print("fleetlab: node links %s" % ("unshaped" if args.rate == "off" else "shaped to " + args.rate))
+    return 0
+
+
+def build_parser():
+    parser = Parser(prog="fleetlab", description="A real image-mode fleet on one machine.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    up = sub.add_parser("up", help="start (or converge, or grow) the lab fleet")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--boot-delay", type=float, default=None,
+                    help="seconds every reboot takes before the node boots again")
+    up.add_argument("--registry-port", type=int, default=None)
+    up.add_argument("--disk-image", default=None,
+                    help="boot new nodes from this lab image's commit with a plain refspec origin")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop everything and remove all lab state")
+    down.set_defaults(func=cmd_down)
+
+    status = sub.add_parser("status", help="a table of the nodes")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+
+    ex = sub.add_parser("exec", help="run a command on a node")
+    ex.add_argument("node")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER)
+    ex.set_defaults(func=cmd_exec)
+
+    image = sub.add_parser("image", help="build and list OS images")
+    isub = image.add_subparsers(dest="image_command", required=True, parser_class=Parser)
+    build = isub.add_parser("build", help="build a bootable OS image and push it to the lab registry")
+    build.add_argument("name", help="NAME:TAG, e.g. fleetos/lab-os:1.1")
+    build.add_argument("--from", dest="base", default=None, help="base image NAME:TAG (reuses its layers)")
+    build.add_argument("--add-file", action="append", metavar="SRC:DEST")
+    build.add_argument("--size-mb", type=int, default=0)
+    build.add_argument("--label", action="append", metavar="K=V")
+    build.add_argument("--version", default=None, help="the version label (default: the tag)")
+    build.add_argument("--json", action="store_true", help="print the whole record")
+    build.set_defaults(func=cmd_image_build)
+    ls = isub.add_parser("list", help="images built by this lab")
+    ls.set_defaults(func=cmd_image_list)
+
+    fault = sub.add_parser("fault", help="inject or clear a node fault")
+    fault.add_argument("node")
+    fault.add_argument("fault", choices=list(nodes.FAULTS) + ["clear"])
+    fault.add_argument("seconds", nargs="?")
+    fault.set_defaults(func=cmd_fault)
+
+    reg = sub.add_parser("registry", help="stop or start the lab registry")
+    reg.add_argument("action", choices=["stop", "start"])
+    reg.set_defaults(func=cmd_registry)
+
+    jr = sub.add_parser("journal", help="print the events journal")
+    jr.add_argument("--event", default=None)
+    jr.set_defaults(func=cmd_journal)
+
+    shape = sub.add_parser("shape", help="shape every node link, e.g. 80mbit, or off")
+    shape.add_argument("rate")
+    shape.set_defaults(func=cmd_shape)
+
+    internal = sub.add_parser("_supervise")
+    internal.add_argument("node")
+    internal.set_defaults(func=lambda a: nodes.supervise(a.node))
+    internal_reg = sub.add_parser("_registry")
+    internal_reg.set_defaults(func=lambda a: registry.serve())
+    return parser
+
+
+def main(argv=None):
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "exec":
+            nodes.node_info(args.node)
+        return args.func(args) or 0
+    except LabError as exc:
+        sys.stderr.write("fleetlab: error: %s\n" % exc)
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("fleetlab: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

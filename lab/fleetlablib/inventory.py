@@ -1,0 +1,69 @@
+"""The Ansible inventory the lab writes for its fleet (inventories/lab/hosts.yml)."""
+
+import json
+
+from . import registry
+from .common import LAB_NETNS, inventory_dir, state_dir, write_file
+
+HEADER = """\
+# Written by lab/fleetlab up: the lab fleet. Do not edit; it is rewritten on each 'up'.
+# ssh reaches the nodes inside the lab network namespace through a ProxyCommand, so
+# 'ansible -i inventories/lab all -m ping' works from the machine itself.
+"""
+
+
+def _yaml(value, indent):
+    """A small YAML emitter for the inventory (str, int, bool, dict, list)."""
+    pad = "  " * indent
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            if item:
+                lines.append("%s%s:" % (pad, json.dumps(key) if ":" in key or "/" in key else key))
+                lines.extend(_yaml(item, indent + 1))
+            else:
+                lines.append("%s%s: {}" % (pad, key))
+        else:
+            lines.append("%s%s: %s" % (pad, json.dumps(key) if ":" in key or "/" in key else key,
+                                       json.dumps(item)))
+    return lines
+
+
+def write(lab):
+    key = state_dir() / "ssh" / "id_ed25519"
+    known = state_dir() / "ssh" / "known_hosts"
+    pools = {}
+    hosts = {}
+    for name, info in sorted(lab["nodes"].items()):
+        pools.setdefault(info["pool"], {})[name] = {}
+        hosts[name] = {
+            "ansible_host": info["address"],
+            "fleetos_node_labels": info["labels"],
+        }
+    proxy = "ip netns exec %s socat - TCP:%%h:%%p,connect-timeout=5" % LAB_NETNS
+    all_vars = {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(key),
+        "ansible_ssh_common_args": "-o ProxyCommand='%s' -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
+        % (proxy, known),
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "fleetos_lab_registry": registry.address(),
+        "fleetos_lab_base_image": lab.get("base_image_ref", ""),
+        "fleetos_lab_boot_time_command": "cat /run/lab-boot-id",
+    }
+    tree = {"all": {"vars": all_vars, "children": {"fleet": {"children": {}}}}}
+    fleet = tree["all"]["children"]["fleet"]["children"]
+    for pool, members in sorted(pools.items()):
+        fleet[pool] = {"vars": {"fleetos_pool": pool}, "hosts": {n: hosts[n] for n in sorted(members)}}
+    text = HEADER + "\n".join(_yaml(tree, 0)) + "\n"
+    target = inventory_dir() / "hosts.yml"
+    write_file(target, text)
+    return target
+
+
+def write_known_hosts(lab, host_keys):
+    lines = []
+    for name, info in sorted(lab["nodes"].items()):
+        if name in host_keys:
+            lines.append("%s %s" % (info["address"], host_keys[name]))
+    write_file(state_dir() / "ssh" / "known_hosts", "\n".join(lines) + "\n")

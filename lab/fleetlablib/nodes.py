@@ -1,0 +1,357 @@
+"""Lab nodes: a real ostree sysroot each, booted in its own namespaces with sshd as PID 1.
+
+Each node has a supervisor process (`fleetlab _supervise NODE`) that boots it, and
+boots it again whenever PID 1 ends (a reboot), honouring injected faults.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import images, net, registry
+from .common import (
+    BOOT_SCRIPT,
+    LAB_DIR,
+    NODE_OVERLAY,
+    OSNAME,
+    CONTAINER_TRANSPORT,
+    LabError,
+    journal,
+    journal_path,
+    listening,
+    node_ip,
+    node_netns,
+    pid_alive,
+    read_json,
+    read_pid,
+    run,
+    state_dir,
+    stop_pid,
+    wait_for,
+    write_file,
+    write_json,
+)
+
+SUPERVISOR_MARKER = "fleetlab _supervise"
+FAULTS = ("no-boot", "fail-health", "slow-boot", "unreachable")
+SSHD_CONFIG = """\
+# Written by fleetlab: the node's sshd (PID 1).
+Port 22
+ListenAddress 0.0.0.0
+HostKey /run/lab/host_key
+AuthorizedKeysFile /run/lab/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile none
+MaxStartups 100:30:200
+MaxSessions 50
+UseDNS no
+AcceptEnv LANG LC_*
+Subsystem sftp internal-sftp
+"""
+
+
+def nodes_dir():
+    return state_dir() / "nodes"
+
+
+def node_dir(name):
+    return nodes_dir() / name
+
+
+def sysroot(name):
+    return node_dir(name) / "sysroot"
+
+
+def known_nodes():
+    lab = read_json(state_dir() / "lab.json", {})
+    return sorted(lab.get("nodes", {}))
+
+
+def node_info(name):
+    lab = read_json(state_dir() / "lab.json", {})
+    info = lab.get("nodes", {}).get(name)
+    if info is None:
+        have = known_nodes()
+        listing = ", ".join(have) if have else "none: run 'fleetlab up'"
+        raise LabError("unknown node %r (lab nodes: %s)" % (name, listing))
+    return info
+
+
+def init_pid(name):
+    pid = read_pid(node_dir(name) / "init.pid")
+    return pid if pid_alive(pid) else None
+
+
+def supervisor_pid(name):
+    pid = read_pid(node_dir(name) / "supervisor.pid")
+    return pid if pid_alive(pid, SUPERVISOR_MARKER) else None
+
+
+def controller_key():
+    return state_dir() / "ssh" / "id_ed25519"
+
+
+def ensure_controller_key():
+    key = controller_key()
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(str(key.parent), 0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fleetlab-controller", "-f", str(key)])
+    return key
+
+
+def _prepare_node_files(name):
+    ndir = node_dir(name)
+    (ndir / "faults").mkdir(parents=True, exist_ok=True)
+    sshdir = ndir / "ssh"
+    sshdir.mkdir(parents=True, exist_ok=True)
+    os.chmod(str(sshdir), 0o700)
+    if not (sshdir / "host_key").exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(sshdir / "host_key")])
+    write_file(sshdir / "authorized_keys", Path(str(controller_key()) + ".pub").read_text(), 0o600)
+    write_file(sshdir / "sshd_config", SSHD_CONFIG)
+
+
+def _deploy_dir(name, checksum):
+    base = sysroot(name) / "ostree" / "deploy" / OSNAME / "deploy"
+    for entry in sorted(base.iterdir()):
+        if entry.is_dir() and entry.name.startswith(checksum + "."):
+            return entry
+    raise LabError("node %s has no deployment of %s" % (name, checksum[:12]))
+
+
+def _create_sysroot(name, record, disk_image=False):
+    """A fresh sysroot deployed at the image's commit, as an installer would leave it."""
+    root = sysroot(name)
+    tmp_root = root.with_name("sysroot.new")
+    if tmp_root.exists():
+        remove_tree(tmp_root)
+    tmp_root.mkdir(parents=True)
+    run(["ostree", "admin", "init-fs", "--modern", str(tmp_root)])
+    run(["ostree", "admin", "--sysroot=%s" % tmp_root, "os-init", OSNAME])
+    repo = tmp_root / "ostree" / "repo"
+    run(["ostree", "--repo=%s" % repo, "pull-local", str(images.master_repo()), record["commit"]])
+    origin = node_dir(name) / "initial.origin"
+    if disk_image:
+        # A cloud/disk image: a plain refspec origin, as image builders leave it.
+        ref = "fedora:fedora/x86_64/coreos/stable"
+        run(["ostree", "--repo=%s" % repo, "refs", "--create=%s" % ref, record["commit"]])
+        write_file(origin, "[origin]\nrefspec=%s\n" % ref)
+    else:
+        write_file(origin, "[origin]\ncontainer-image-reference=%s%s\n" % (
+            CONTAINER_TRANSPORT, images.registry_ref(record)))
+        # The layers the node already has, as ostree-container keeps them after an install.
+        cache = tmp_root / "ostree" / "container-cache"
+        run(["skopeo", "copy", "--quiet", "oci:%s:%s" % (images.layout(), images.layout_tag(record["name"], record["tag"])),
+             "oci:%s:%s" % (cache, images.layout_tag(record["name"], record["tag"]))])
+    run(["ostree", "admin", "--sysroot=%s" % tmp_root, "deploy", "--os=%s" % OSNAME,
+         "--origin-file=%s" % origin, "--karg=root=LABEL=root", "--karg=rw", record["commit"]])
+    os.rename(str(tmp_root), str(root))
+    etc = _deploy_dir(name, record["commit"]) / "etc"
+    reg = registry.address()
+    (etc / "containers" / "certs.d" / reg).mkdir(parents=True, exist_ok=True)
+    write_file(etc / "containers" / "certs.d" / reg / "ca.crt", registry.ca_file().read_text())
+    write_file(etc / "ostree" / "auth.json", registry.auth_file().read_text(), 0o600)
+    write_file(etc / "hostname", name + "\n")
+
+
+def create(name, index, record, disk_image=False):
+    """Create a node (idempotent: an existing sysroot is kept)."""
+    _prepare_node_files(name)
+    net.ensure_node_network(name, node_ip(index))
+    if not (sysroot(name) / "ostree" / "deploy").exists():
+        _create_sysroot(name, record, disk_image)
+        write_file(node_dir(name) / "boot-count", "0\n")
+
+
+def start(name):
+    if supervisor_pid(name):
+        return
+    log = open(node_dir(name) / "console.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, str(LAB_DIR / "fleetlab"), "_supervise", name],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+    )
+    write_file(node_dir(name) / "supervisor.pid", "%d\n" % proc.pid)
+
+
+def wait_ready(name, timeout=60):
+    def ready():
+        pid = init_pid(name)
+        return bool(pid) and listening(pid, "0.0.0.0", 22)
+    wait_for(ready, timeout, "node %s to boot" % name)
+
+
+def stop(name):
+    stop_pid(supervisor_pid(name), SUPERVISOR_MARKER)
+    pid = read_pid(node_dir(name) / "init.pid")
+    if pid_alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        wait_for(lambda: not pid_alive(pid), 10, "node %s to stop" % name)
+
+
+def fault_path(name, fault):
+    return node_dir(name) / "faults" / fault
+
+
+def set_fault(name, fault, seconds=None):
+    node_info(name)
+    if fault == "clear":
+        for item in FAULTS:
+            try:
+                fault_path(name, item).unlink()
+            except FileNotFoundError:
+                pass
+        net.set_node_link(name, True)
+        journal("fault_clear", node=name)
+        return
+    if fault not in FAULTS:
+        raise LabError("unknown fault %r: choose one of %s or clear" % (fault, ", ".join(FAULTS)))
+    if fault == "slow-boot":
+        if seconds is None or seconds < 0:
+            raise LabError("fault slow-boot needs SECONDS, a number of seconds >= 0")
+        write_file(fault_path(name, fault), "%s\n" % seconds)
+    else:
+        write_file(fault_path(name, fault), "1\n")
+    if fault == "unreachable":
+        net.set_node_link(name, False)
+    journal("fault", node=name, fault=fault, seconds=seconds)
+
+
+def _read_float(path, default=0.0):
+    try:
+        return float(Path(path).read_text().strip() or default)
+    except (FileNotFoundError, ValueError):
+        return default
+
+
+def supervise(name):
+    """`fleetlab _supervise NODE`: boot the node, and boot it again after each reboot."""
+    ndir = node_dir(name)
+    stopping = {"flag": False}
+
+    def _term(signum, frame):
+        stopping["flag"] = True
+        pid = read_pid(ndir / "init.pid")
+        if pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, _term)
+    lab = read_json(state_dir() / "lab.json", {})
+    first = True
+    while not stopping["flag"]:
+        while fault_path(name, "no-boot").exists() and not stopping["flag"]:
+            time.sleep(0.2)
+        delay = _read_float(fault_path(name, "slow-boot"))
+        if not first:
+            delay += float(lab.get("boot_delay", 0))
+        first = False
+        deadline = time.time() + delay
+        while time.time() < deadline and not stopping["flag"]:
+            time.sleep(0.05)
+        if stopping["flag"]:
+            break
+        count = int(_read_float(ndir / "boot-count")) + 1
+        write_file(ndir / "boot-count", "%d\n" % count)
+        proc = subprocess.Popen([
+            "ip", "netns", "exec", node_netns(name),
+            "unshare", "--mount", "--uts", "--pid", "--fork", "--propagation", "private",
+            str(BOOT_SCRIPT), str(sysroot(name)), str(NODE_OVERLAY), str(ndir), name,
+            str(journal_path()), str(count),
+        ], stdin=subprocess.DEVNULL)
+        child = None
+        deadline = time.time() + 10
+        while child is None and proc.poll() is None and time.time() < deadline:
+            try:
+                kids = Path("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read_text().split()
+            except FileNotFoundError:
+                kids = []
+            if kids:
+                child = int(kids[0])
+                write_file(ndir / "init.pid", "%d\n" % child)
+            else:
+                time.sleep(0.01)
+        if stopping["flag"] and child:
+            _term(signal.SIGTERM, None)
+        rc = proc.wait()
+        try:
+            (ndir / "init.pid").unlink()
+        except FileNotFoundError:
+            pass
+        if rc not in (0, 137, 143) and not stopping["flag"]:
+            journal("boot_failed", node=name, rc=rc)
+            time.sleep(1)
+    return 0
+
+
+def exec_argv(name, argv):
+    pid = init_pid(name)
+    if not pid:
+        raise LabError("node %s is not running (rebooting, faulted or stopped)" % name)
+    return ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", "--",
+            "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME=/root", "LANG=C.UTF-8", "TERM=dumb"] + list(argv)
+
+
+def node_status(name):
+    info = node_info(name)
+    row = {"node": name, "address": info["address"], "pool": info["pool"], "state": "down",
+           "booted": None, "digest": None, "version": None, "checksum": None, "staged": None,
+           "boots": int(_read_float(node_dir(name) / "boot-count"))}
+    faults = [f for f in FAULTS if fault_path(name, f).exists()]
+    if faults:
+        row["faults"] = faults
+    if not init_pid(name):
+        row["state"] = "rebooting" if supervisor_pid(name) else "stopped"
+        return row
+    proc = subprocess.run(exec_argv(name, ["rpm-ostree", "status", "--json"]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        row["state"] = "up (rpm-ostree status failed)"
+        return row
+    row["state"] = "up"
+    data = json.loads(proc.stdout)
+    for dep in data.get("deployments", []):
+        if dep.get("booted"):
+            row["booted"] = dep.get("container-image-reference") or dep.get("origin")
+            row["digest"] = dep.get("container-image-reference-digest")
+            row["version"] = dep.get("version")
+            row["checksum"] = dep.get("checksum")
+        if dep.get("staged"):
+            row["staged"] = dep.get("container-image-reference-digest") or dep.get("checksum")
+    return row
+
+
+def remove_tree(path):
+    """Remove a directory that may hold immutable ostree deployment dirs."""
+    path = Path(path)
+    if not path.exists():
+        return
+    deploy_root = path / "ostree" / "deploy"
+    if deploy_root.exists():
+        for item in deploy_root.glob("*/deploy/*"):
+            if item.is_dir():
+                subprocess.run(["chattr", "-i", str(item)], check=False,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+    if path.exists():
+        raise LabError("could not remove %s" % path)
+
+
+def save_lab(lab):
+    write_json(state_dir() / "lab.json", lab)

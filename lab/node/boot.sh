@@ -1,0 +1,56 @@
+#!/bin/bash
+# Boot a lab node. Runs as PID 1 of the node's new PID, mount and UTS namespaces, inside
+# the node's network namespace (started by `fleetlab _supervise`). Like a real boot: it
+# picks the default bootloader entry, makes that ostree deployment the root
+# filesystem, mounts /sysroot, /boot, /var, /run, /tmp, /proc, then becomes sshd.
+# libostree then sees the system as booted: /run/ostree-booted exists and / is the
+# deployment directory (same device and inode).
+set -euo pipefail
+SYSROOT=$1 LABUSR=$2 NODE_STATE=$3 NAME=$4 JOURNAL=$5 BOOT_COUNT=$6
+
+mount --make-rprivate /
+hostname "$NAME"
+
+# The default entry is the one with the highest version (as ostree writes them).
+best="" bestv=-1
+for entry in "$SYSROOT"/boot/loader/entries/*.conf; do
+    v=$(sed -n 's/^version //p' "$entry")
+    if [ "${v:-0}" -gt "$bestv" ]; then bestv=$v best=$entry; fi
+done
+[ -n "$best" ] || { echo "fleetlab boot: no bootloader entry in $SYSROOT/boot/loader/entries" >&2; exit 1; }
+bootlink=$(sed -n 's/^options .*ostree=\([^ ]*\).*/\1/p' "$best")
+dep=$(readlink -f "$SYSROOT$bootlink")
+[ -d "$dep" ] || { echo "fleetlab boot: $best points at a missing deployment" >&2; exit 1; }
+osname=$(basename "$(dirname "$(dirname "$dep")")")
+checksum=$(basename "$dep"); checksum=${checksum%.*}
+
+mount --bind "$dep" "$dep"
+mount --bind "$SYSROOT" "$dep/sysroot"
+mount --bind "$SYSROOT/boot" "$dep/boot"
+mount --bind "$SYSROOT/ostree/deploy/$osname/var" "$dep/var"
+# The lab's own tools (rpm-ostree stand-in, reboot) over the image's /usr over the
+# machine's /usr (sshd, python3, ostree, skopeo).
+mount -t overlay overlay -o "lowerdir=$LABUSR:$dep/usr:/usr" "$dep/usr"
+mount --rbind /dev "$dep/dev"
+mount -t tmpfs -o mode=0755 tmpfs "$dep/run"
+mkdir -p "$dep/run/lab/faults" "$dep/run/sshd" "$dep/run/ostree"
+touch "$dep/run/ostree-booted" "$dep/run/lab/journal.jsonl"
+mount --bind "$JOURNAL" "$dep/run/lab/journal.jsonl"
+mount --bind "$NODE_STATE/faults" "$dep/run/lab/faults"
+boot_id=$(cat /proc/sys/kernel/random/uuid)
+echo "$boot_id" > "$dep/run/lab-boot-id"
+echo "$NAME" > "$dep/run/lab/node-name"
+cp "$NODE_STATE"/ssh/host_key "$NODE_STATE"/ssh/authorized_keys "$NODE_STATE"/ssh/sshd_config "$dep/run/lab/"
+chmod 600 "$dep/run/lab/host_key"
+
+cd "$dep"
+pivot_root . tmp
+mount -t proc proc /proc
+umount -l /tmp
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t sysfs sysfs /sys 2>/dev/null || true
+mkdir -p /var/roothome /var/tmp /var/mnt /var/lib
+chmod 0700 /var/roothome
+printf '{"boot_count": %s, "boot_id": "%s", "checksum": "%s", "event": "boot", "node": "%s", "ts": %s}\n' \
+    "$BOOT_COUNT" "$boot_id" "$checksum" "$NAME" "$(date +%s.%3N)" >> /run/lab/journal.jsonl
+exec /usr/sbin/sshd -D -e -f /run/lab/sshd_config

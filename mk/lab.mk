@@ -1,0 +1,34 @@
+# Copyright (c) fleetos.layering contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# The lab: a real image-mode fleet on this machine (lab/README.md). Included by Makefile.
+
+FLEETLAB := $(REPO_ROOT)/lab/fleetlab
+LAB_NODES ?= 3
+LAB_INVENTORY := $(REPO_ROOT)/inventories/lab/hosts.yml
+
+.PHONY: lab-up lab-down lab-status demo test-lab
+
+lab-up: deps venv ## Bring the lab fleet up (LAB_NODES, default 3)
+	$(FLEETLAB) up --nodes $(LAB_NODES)
+
+lab-down: ## Stop the lab and remove all its state
+	$(FLEETLAB) down
+
+lab-status: ## The lab fleet's status table
+	$(FLEETLAB) status
+
+demo: lab-up ## Bring up a 3-node lab fleet and run the main job on it (today: the fleet status)
+	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 $(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml
+	$(FLEETLAB) status
+
+# The lab tests start the lab themselves (tests/lab/conftest.py) and take it down when
+# they started it. Zero collected tests is a failure, never a silent pass.
+test-lab: deps venv ## Lab tests: conformance of the rpm-ostree stand-in and the fleet on real namespaces
+	@cd $(REPO_ROOT); rc=0; \
+	$(VENV_BIN)/python -m pytest -p no:cacheprovider tests/lab || rc=$$?; \
+	if (( rc == 5 )); then \
+		echo "test-lab: FAILED: no lab tests collected under tests/lab" >&2; \
+		exit 1; \
+	fi; \
+	exit $$rc

@@ -1,0 +1,150 @@
+"""The lab fixture: a real image-mode fleet (lab/fleetlab) for the lab tests.
+
+The session brings the lab up when it is not already (3 nodes) and takes it down at
+the end if it brought it up; `FLEETLAB_KEEP=1` keeps it running.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FLEETLAB = REPO / "lab" / "fleetlab"
+STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
+VENV_BIN = Path(sys.executable).parent
+NODES = 3
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked lab_last (they take the lab down) run after all the others."""
+    items.sort(key=lambda item: 1 if item.get_closest_marker("lab_last") else 0)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab_last: runs after every other lab test (it stops the lab)")
+
+
+class Lab:
+    def __init__(self):
+        self.root = REPO
+        self.state = STATE
+        self.started_here = False
+        self.is_up = False
+
+    def fleetlab(self, *args, check=True, timeout=600):
+        proc = subprocess.run([str(FLEETLAB)] + [str(a) for a in args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError("fleetlab %s failed (rc=%d): %s%s" % (
+                " ".join(map(str, args)), proc.returncode, proc.stdout, proc.stderr))
+        return proc
+
+    # Backwards-friendly alias.
+    run = fleetlab
+
+    @property
+    def info(self):
+        return json.loads((self.state / "lab.json").read_text())
+
+    @property
+    def nodes(self):
+        return sorted(self.info["nodes"])
+
+    @property
+    def registry(self):
+        return self.info["registry"]
+
+    @property
+    def images(self):
+        return json.loads((self.state / "images" / "built.json").read_text())
+
+    @property
+    def base_record(self):
+        return self.images["fleetos/lab-os:1.0"]
+
+    @property
+    def base_image(self):
+        return "%s/fleetos/lab-os:1.0" % self.registry
+
+    @property
+    def base_digest(self):
+        return self.base_record["digest"]
+
+    @property
+    def inventory(self):
+        return self.root / "inventories" / "lab" / "hosts.yml"
+
+    def exec(self, node, cmd, check=True, timeout=300):
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        proc = subprocess.run([str(FLEETLAB), "exec", node, "--"] + argv, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError("on %s, %r failed (rc=%d): %s%s" % (
+                node, cmd, proc.returncode, proc.stdout, proc.stderr))
+        return proc
+
+    def build_image(self, name_tag, *args):
+        proc = self.fleetlab("image", "build", name_tag, "--json", *args)
+        return json.loads(proc.stdout)["digest"]
+
+    def image_record(self, name_tag):
+        return self.images[name_tag]
+
+    def boot_id(self, node):
+        return self.exec(node, ["cat", "/run/lab-boot-id"]).stdout.strip()
+
+    def wait_up(self, node, timeout=120, not_boot_id=None):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            proc = self.exec(node, ["cat", "/run/lab-boot-id"], check=False)
+            if proc.returncode == 0 and proc.stdout.strip() and proc.stdout.strip() != not_boot_id:
+                return proc.stdout.strip()
+            time.sleep(0.2)
+        raise AssertionError("node %s did not come back within %ds" % (node, timeout))
+
+    def reboot(self, node, timeout=120):
+        before = self.boot_id(node)
+        self.exec(node, ["systemctl", "reboot"])
+        return self.wait_up(node, timeout, not_boot_id=before)
+
+    def journal(self, event=None):
+        path = self.state / "journal.jsonl"
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [r for r in records if event is None or r.get("event") == event]
+
+    def rpm_ostree_status(self, node):
+        return json.loads(self.exec(node, ["rpm-ostree", "status", "--json"]).stdout)
+
+    def ansible(self, *args, check=True, timeout=600):
+        env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_DEPRECATION_WARNINGS="False")
+        proc = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory)] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=timeout, env=env, cwd=str(self.root), check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError("ansible %s failed (rc=%d): %s%s" % (
+                " ".join(args), proc.returncode, proc.stdout, proc.stderr))
+        return proc
+
+    def ensure_up(self):
+        if os.geteuid() != 0:
+            pytest.skip("the lab needs root (network namespaces and mounts)")
+        if not (self.state / "lab.json").exists():
+            self.started_here = True
+        have = len(self.info["nodes"]) if (self.state / "lab.json").exists() else 0
+        self.fleetlab("up", "--nodes", max(NODES, have))
+        self.is_up = True
+
+
+@pytest.fixture(scope="session")
+def lab():
+    instance = Lab()
+    instance.ensure_up()
+    yield instance
+    if instance.is_up and instance.started_here and not os.environ.get("FLEETLAB_KEEP"):
+        instance.fleetlab("down")

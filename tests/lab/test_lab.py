@@ -1,0 +1,277 @@
+"""The lab itself: a really booted ostree fleet reachable by Ansible, with faults."""
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+import yaml
+
+from conftest import FLEETLAB
+
+
+def _one_line_error(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1, proc
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("fleetlab: error: "), proc.stderr
+    return lines[0]
+
+
+def test_inventory_has_pools_labels_and_addresses(lab):
+    inv = yaml.safe_load(lab.inventory.read_text())
+    pools = inv["all"]["children"]["fleet"]["children"]
+    seen = {}
+    for pool, group in pools.items():
+        assert group["vars"]["fleetos_pool"] == pool
+        for host, hvars in group["hosts"].items():
+            seen[host] = hvars
+            assert hvars["fleetos_node_labels"]["fleetos.io/pool"] == pool
+    assert sorted(seen) == lab.nodes
+    for host, hvars in seen.items():
+        assert hvars["ansible_host"] == lab.info["nodes"][host]["address"]
+        assert hvars["ansible_host"].startswith("198.51.100.")
+    assert set(pools) == {"workers", "infra"}
+    key = inv["all"]["vars"]["ansible_ssh_private_key_file"]
+    assert oct(os.stat(key).st_mode & 0o777) == "0o600"
+
+
+def test_nodes_are_really_booted_from_their_deployment(lab):
+    commit = lab.base_record["commit"]
+    for node in lab.nodes:
+        out = lab.exec(node, "ostree admin status").stdout
+        booted = [line for line in out.splitlines() if line.startswith("* ")]
+        assert len(booted) == 1, out
+        # / is the deployment directory itself (same device and inode).
+        checksum_serial = booted[0].split()[2]
+        path = "/ostree/deploy/fedora-coreos/deploy/%s" % checksum_serial
+        same = lab.exec(node, "[ / -ef %s ] && [ -e /run/ostree-booted ] && echo same" % path).stdout
+        assert same.strip() == "same"
+        assert lab.exec(node, "hostname").stdout.strip() == node
+    first = lab.info["nodes"][lab.nodes[0]]
+    if not first.get("disk_image"):
+        out = lab.exec(lab.nodes[0], "ostree admin status").stdout
+        assert commit in out
+
+
+def test_registry_has_tls_and_auth_on_every_node(lab):
+    node = lab.nodes[0]
+    ok = lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s" % lab.base_image)
+    labels = json.loads(ok.stdout)["Labels"]
+    assert labels["ostree.commit"] == lab.base_record["commit"]
+    assert labels["ostree.bootable"] == "true"
+    anon = lab.exec(node, "skopeo inspect docker://%s" % lab.base_image, check=False)
+    assert anon.returncode != 0
+    assert "authentication required" in anon.stderr
+    perms = lab.exec(node, "stat -c %a /etc/ostree/auth.json").stdout.strip()
+    assert perms == "600"
+
+
+def test_ansible_ping_reaches_every_node(lab):
+    proc = lab.ansible("all", "-m", "ansible.builtin.ping")
+    for node in lab.nodes:
+        assert "%s | SUCCESS" % node in proc.stdout
+
+
+def test_ansible_reboot_returns_with_new_boot_id(lab):
+    node = lab.nodes[1]
+    before = lab.boot_id(node)
+    boots_before = len([e for e in lab.journal("boot") if e["node"] == node])
+    proc = lab.ansible(node, "-m", "ansible.builtin.reboot", "-a",
+                       'boot_time_command="cat /run/lab-boot-id" reboot_timeout=120')
+    assert '"rebooted": true' in proc.stdout
+    after = lab.boot_id(node)
+    assert after != before
+    boots = [e for e in lab.journal("boot") if e["node"] == node]
+    assert len(boots) == boots_before + 1
+    assert boots[-1]["boot_id"] == after
+    assert [e for e in lab.journal("reboot") if e["node"] == node]
+
+
+def test_image_build_from_base_reuses_its_layers(lab, tmp_path):
+    payload = tmp_path / "motd"
+    payload.write_text("built by test %s\n" % uuid.uuid4())
+    tag = "fleetos/test-layers:%s" % uuid.uuid4().hex[:8]
+    digest = lab.build_image(tag, "--from", "fleetos/lab-os:1.0", "--add-file", "%s:/etc/motd" % payload,
+                             "--label", "fleetos.test=yes")
+    node = lab.nodes[0]
+    raw = lab.exec(node, "skopeo inspect --raw --authfile /etc/ostree/auth.json docker://%s/%s"
+                   % (lab.registry, tag)).stdout
+    base_raw = lab.exec(node, "skopeo inspect --raw --authfile /etc/ostree/auth.json docker://%s"
+                        % lab.base_image).stdout
+    layers = [item["digest"] for item in json.loads(raw)["layers"]]
+    base_layers = [item["digest"] for item in json.loads(base_raw)["layers"]]
+    assert layers[:len(base_layers)] == base_layers
+    assert len(layers) == len(base_layers) + 1
+    info = json.loads(lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s/%s@%s"
+                               % (lab.registry, tag.split(":", maxsplit=1)[0], digest)).stdout)
+    assert info["Digest"] == digest
+    assert info["Labels"]["fleetos.test"] == "yes"
+    assert info["Labels"]["ostree.commit"] == lab.image_record(tag)["commit"]
+    assert info["Labels"]["ostree.commit"] != lab.base_record["commit"]
+
+
+def test_rebase_through_standin_is_booted_after_reboot(lab, tmp_path):
+    node = lab.nodes[-1]
+    payload = tmp_path / "release"
+    payload.write_text("release %s\n" % uuid.uuid4())
+    tag = "fleetos/test-rebase:%s" % uuid.uuid4().hex[:8]
+    digest = lab.build_image(tag, "--from", "fleetos/lab-os:1.0", "--add-file",
+                             "%s:/usr/share/fleetlab/release" % payload, "--size-mb", "1")
+    record = lab.image_record(tag)
+    ref = "ostree-unverified-registry:%s/%s@%s" % (lab.registry, record["name"], digest)
+    base_manifest = json.loads(lab.exec(node, "skopeo inspect --raw --authfile /etc/ostree/auth.json "
+                                        "docker://%s" % lab.base_image).stdout)
+    base_layers = {layer["digest"] for layer in base_manifest["layers"]}
+    mark = time.time()
+    lab.exec(node, ["rpm-ostree", "rebase", ref])
+    status = lab.rpm_ostree_status(node)
+    staged = status["deployments"][0]
+    assert staged["staged"] is True
+    assert staged["checksum"] == record["commit"]
+    assert staged["container-image-reference-digest"] == digest
+    reads = [e for e in lab.journal("blob_read") if e.get("node") == node and e["ts"] >= mark]
+    assert reads, "the rebase read nothing from the registry"
+    assert not base_layers & {e["digest"] for e in reads}, "the node fetched a layer it already had"
+
+    proc = lab.ansible(node, "-m", "ansible.builtin.reboot", "-a",
+                       'boot_time_command="cat /run/lab-boot-id" reboot_timeout=120')
+    assert '"rebooted": true' in proc.stdout
+    status = lab.rpm_ostree_status(node)
+    booted = [d for d in status["deployments"] if d["booted"]]
+    assert len(booted) == 1
+    assert booted[0]["checksum"] == record["commit"]
+    assert booted[0]["container-image-reference"] == ref
+    assert status["deployments"][0]["booted"] is True
+    assert lab.exec(node, "cat /usr/share/fleetlab/release").stdout == payload.read_text()
+    # ostree's own view agrees with the stand-in's JSON, in the same order.
+    admin = lab.exec(node, "ostree admin status").stdout
+    listed = [line[2:].split()[1] for line in admin.splitlines()
+              if line.startswith("* ") or line.startswith("  fedora-coreos ")]
+    assert listed == ["%s.%d" % (d["checksum"], d["serial"]) for d in status["deployments"]]
+    assert [e for e in lab.journal("boot") if e["node"] == node][-1]["checksum"] == record["commit"]
+
+
+def test_faults_health_unreachable_and_slow_boot(lab):
+    node = lab.nodes[0]
+    assert lab.exec(node, "lab-health", check=False).returncode == 0
+    lab.fleetlab("fault", node, "fail-health")
+    failed = lab.exec(node, "lab-health", check=False)
+    assert failed.returncode == 1 and "unhealthy" in failed.stderr
+    lab.fleetlab("fault", node, "unreachable")
+    ping = lab.ansible(node, "-m", "ansible.builtin.ping", check=False)
+    assert ping.returncode != 0 and "UNREACHABLE" in ping.stdout
+    lab.fleetlab("fault", node, "clear")
+    assert lab.exec(node, "lab-health", check=False).returncode == 0
+    lab.ansible(node, "-m", "ansible.builtin.ping")
+
+    lab.fleetlab("fault", node, "slow-boot", "2")
+    start = time.time()
+    lab.reboot(node)
+    assert time.time() - start >= 2
+    reboot = [e for e in lab.journal("reboot") if e["node"] == node][-1]
+    boot = [e for e in lab.journal("boot") if e["node"] == node][-1]
+    assert boot["ts"] - reboot["ts"] >= 2
+    lab.fleetlab("fault", node, "clear")
+
+
+def test_no_boot_fault_keeps_node_down_until_cleared(lab):
+    node = lab.nodes[0]
+    lab.fleetlab("fault", node, "no-boot")
+    before = lab.boot_id(node)
+    lab.exec(node, ["systemctl", "reboot"])
+    time.sleep(2)
+    down = lab.exec(node, ["true"], check=False)
+    assert down.returncode != 0
+    assert "not running" in down.stderr
+    status = json.loads(lab.fleetlab("status", "--json").stdout)
+    row = [r for r in status["nodes"] if r["node"] == node][0]
+    assert row["state"] == "rebooting" and row["faults"] == ["no-boot"]
+    lab.fleetlab("fault", node, "clear")
+    assert lab.wait_up(node, not_boot_id=before) != before
+
+
+def test_status_table_lists_every_node(lab):
+    out = lab.fleetlab("status").stdout
+    for node in lab.nodes:
+        row = [line for line in out.splitlines() if line.startswith(node + " ")]
+        assert row, out
+        assert lab.info["nodes"][node]["address"] in row[0]
+
+
+def test_up_again_converges_without_reboots(lab):
+    ids = {node: lab.boot_id(node) for node in lab.nodes}
+    lab.fleetlab("up", "--nodes", len(lab.nodes))
+    assert {node: lab.boot_id(node) for node in lab.nodes} == ids
+
+
+def test_bad_input_is_one_line_and_changes_nothing(lab):
+    before = (lab.state / "lab.json").read_text()
+    line = _one_line_error(lab.fleetlab("exec", "node99", "--", "true", check=False))
+    assert "unknown node 'node99'" in line
+    line = _one_line_error(lab.fleetlab("image", "build", "Not A Name", check=False))
+    assert "malformed image name" in line
+    line = _one_line_error(lab.fleetlab("up", "--nodes", "0", check=False))
+    assert "--nodes 0" in line
+    line = _one_line_error(lab.fleetlab("fault", lab.nodes[0], "slow-boot", check=False))
+    assert "SECONDS" in line
+    nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                             str(FLEETLAB), "down"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, check=False)
+    assert "must run as root" in _one_line_error(nobody)
+    assert (lab.state / "lab.json").read_text() == before
+
+
+def test_registry_stop_start_and_port_taken(lab):
+    node = lab.nodes[0]
+    before = (lab.state / "lab.json").read_text()
+    lab.fleetlab("registry", "stop")
+    down = lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s" % lab.base_image,
+                    check=False)
+    assert down.returncode != 0
+    squatter = subprocess.Popen(["ip", "netns", "exec", "fleetlab", "nc", "-l", "-k", "-s", "198.51.100.1",
+                                 "-p", lab.registry.split(":")[1]],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        line = _one_line_error(lab.fleetlab("up", "--nodes", len(lab.nodes), check=False))
+        assert "already taken" in line
+        assert (lab.state / "lab.json").read_text() == before
+    finally:
+        squatter.kill()
+        squatter.wait()
+    lab.fleetlab("registry", "start")
+    lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s" % lab.base_image)
+
+
+@pytest.mark.lab_last
+def test_up_grows_then_down_leaves_nothing_behind(lab):
+    count = len(lab.nodes)
+    grown = "node%02d" % (count + 1)
+    lab.fleetlab("up", "--nodes", count + 1)
+    assert grown in lab.nodes
+    lab.ansible(grown, "-m", "ansible.builtin.ping")
+    state = str(lab.state)
+    lab.fleetlab("down")
+    lab.is_up = False
+    assert not lab.state.exists()
+    assert not lab.inventory.exists()
+    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    assert [n for n in netns if n == "fleetlab" or n.startswith("fleetlab-")] == []
+    with open("/proc/self/mountinfo") as handle:
+        assert [line for line in handle if state in line] == []
+    leftovers = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            root = os.readlink("/proc/%s/root" % pid)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if "fleetlab _" in cmdline or state in cmdline or root.startswith(state):
+            leftovers.append((pid, cmdline))
+    assert leftovers == []

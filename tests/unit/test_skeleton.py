@@ -1,0 +1,164 @@
+# Copyright (c) fleetos.layering contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Checks on the collection's metadata and tooling files, computed from the files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# SPDX identifiers of licences an Ansible collection may carry (GPL-compatible).
+KNOWN_SPDX = {
+    "GPL-3.0-or-later",
+    "GPL-3.0-only",
+    "GPL-2.0-or-later",
+    "Apache-2.0",
+    "MIT",
+    "BSD-2-Clause",
+    "BSD-3-Clause",
+    "PSF-2.0",
+    "MPL-2.0",
+}
+FULL_VERSION = r"\d+\.\d+\.\d+"
+# One or more comma-separated clauses, each an operator and a full x.y.z version.
+REQUIRES_ANSIBLE_RE = re.compile(
+    rf"^\s*(?:>=|>|<=|<|==|!=|~=)\s*{FULL_VERSION}"
+    rf"(?:\s*,\s*(?:>=|>|<=|<|==|!=|~=)\s*{FULL_VERSION})*\s*$"
+)
+
+
+def load_yaml(path: Path):
+    with path.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.fixture(scope="module")
+def galaxy() -> dict:
+    return load_yaml(REPO_ROOT / "galaxy.yml")
+
+
+@pytest.fixture(scope="module")
+def changelog_sections() -> set[str]:
+    config = load_yaml(REPO_ROOT / "changelogs" / "config.yaml")
+    sections = {name for name, _title in config["sections"]}
+    sections.add(config["prelude_section_name"])
+    sections.add(config["trivial_section_name"])
+    # Plugin/object announcements antsibull-changelog accepts in fragments.
+    sections.update({"add plugin.module", "add object.role", "add object.playbook"})
+    return sections
+
+
+def test_galaxy_identity(galaxy):
+    assert galaxy["namespace"] == "fleetos"
+    assert galaxy["name"] == "layering"
+    assert galaxy["version"] == "0.1.0"
+
+
+def test_galaxy_license_is_spdx(galaxy):
+    licenses = galaxy["license"]
+    assert isinstance(licenses, list) and licenses, "license must be a non-empty list"
+    assert set(licenses) <= KNOWN_SPDX, f"not a known SPDX identifier: {set(licenses) - KNOWN_SPDX}"
+    assert "license_file" not in galaxy, "license and license_file are mutually exclusive"
+    assert (REPO_ROOT / "LICENSE").read_text(encoding="utf-8").lstrip().startswith(
+        "GNU GENERAL PUBLIC LICENSE"
+    )
+
+
+def test_galaxy_build_ignore_keeps_lab_out(galaxy):
+    ignored = set(galaxy["build_ignore"])
+    for entry in (".ansible", "lab", "bench", ".lab", ".venv", ".build", "inventories/lab", "tests/output", ".ci"):
+        assert entry in ignored, f"{entry} missing from build_ignore"
+
+
+@pytest.mark.parametrize(
+    ("spec", "ok"),
+    [
+        (">=2.16.0", True),
+        (">=2.16.0,<2.21.0", True),
+        (">=2.16", False),
+        ("2.16.0", False),
+        (">= 2.16.0, < 3", False),
+    ],
+)
+def test_requires_ansible_pattern(spec, ok):
+    assert bool(REQUIRES_ANSIBLE_RE.match(spec)) is ok
+
+
+def test_requires_ansible_is_full_version():
+    runtime = load_yaml(REPO_ROOT / "meta" / "runtime.yml")
+    spec = runtime["requires_ansible"]
+    assert REQUIRES_ANSIBLE_RE.match(spec), f"requires_ansible {spec!r} is not a full version spec"
+
+
+def test_changelog_fragments(changelog_sections):
+    fragments = sorted((REPO_ROOT / "changelogs" / "fragments").glob("*.yml"))
+    assert fragments, "no changelog fragments found"
+    for fragment in fragments:
+        content = load_yaml(fragment)
+        assert isinstance(content, dict) and content, f"{fragment.name}: empty or not a mapping"
+        unknown = set(content) - changelog_sections
+        assert not unknown, f"{fragment.name}: unknown sections {sorted(unknown)}"
+
+
+def test_sanity_ignore_files_are_empty():
+    ignore_files = sorted((REPO_ROOT / "tests" / "sanity").glob("ignore-*.txt"))
+    assert ignore_files, "no tests/sanity/ignore-*.txt files found"
+    not_empty = [path.name for path in ignore_files if path.read_text(encoding="utf-8").strip()]
+    assert not not_empty, f"sanity ignore files must stay empty: {not_empty}"
+
+
+def test_ansible_lint_config():
+    config = load_yaml(REPO_ROOT / ".ansible-lint")
+    assert config["profile"] == "production"
+    assert not config.get("skip_list"), "skip_list must be empty"
+    assert not config.get("warn_list"), "warn_list must be empty"
+
+
+def _spec_option_keys(role: Path) -> set[str]:
+    specs = load_yaml(role / "meta" / "argument_specs.yml")["argument_specs"]
+    keys: set[str] = set()
+    for entry_point in specs.values():
+        keys.update((entry_point or {}).get("options") or {})
+    return keys
+
+
+def _roles() -> list[Path]:
+    roles_dir = REPO_ROOT / "roles"
+    if not roles_dir.is_dir():
+        return []
+    return sorted(path for path in roles_dir.iterdir() if path.is_dir())
+
+
+@pytest.mark.parametrize(
+    "role",
+    _roles() or [pytest.param(None, marks=pytest.mark.skip(reason="no roles under roles/ yet"))],
+    ids=lambda role: role.name if role else "none",
+)
+def test_role_argument_specs_match_defaults(role):
+    spec_file = role / "meta" / "argument_specs.yml"
+    assert spec_file.is_file(), f"{role.name}: meta/argument_specs.yml missing"
+    specs = load_yaml(spec_file)["argument_specs"]
+    for name, entry_point in specs.items():
+        for option, spec in ((entry_point or {}).get("options") or {}).items():
+            assert "type" in spec, f"{role.name}:{name}: option {option} has no type"
+    defaults_file = role / "defaults" / "main.yml"
+    defaults = set(load_yaml(defaults_file) or {}) if defaults_file.is_file() else set()
+    option_keys = _spec_option_keys(role)
+    required = {
+        option
+        for entry_point in specs.values()
+        for option, spec in ((entry_point or {}).get("options") or {}).items()
+        if spec.get("required")
+    }
+    assert defaults <= option_keys, f"{role.name}: defaults without a spec: {sorted(defaults - option_keys)}"
+    missing = option_keys - required - defaults
+    assert not missing, f"{role.name}: optional options without a default: {sorted(missing)}"
+    internal = {key for key in option_keys if key.startswith("__")}
+    assert not internal, f"{role.name}: internal variables in the spec: {sorted(internal)}"
+    for key in option_keys:
+        assert key.startswith(f"{role.name}_"), f"{role.name}: option {key} lacks the role prefix"
