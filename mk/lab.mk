@@ -26,7 +26,7 @@ demo: lab-up ## Bring up a 3-node lab fleet and run the main job on it (today: t
 # they started it. Zero collected tests is a failure, never a silent pass.
 test-lab: deps venv ## Lab tests: conformance of the rpm-ostree stand-in and the fleet on real namespaces
 	@cd $(REPO_ROOT); rc=0; \
-	$(VENV_BIN)/python -m pytest -p no:cacheprovider tests/lab || rc=$$?; \
+	FLEETLAB_DOWN_TEST=1 $(VENV_BIN)/python -m pytest -p no:cacheprovider tests/lab || rc=$$?; \
 	if (( rc == 5 )); then \
 		echo "test-lab: FAILED: no lab tests collected under tests/lab" >&2; \
 		exit 1; \

@@ -45,7 +45,7 @@ def write(lab):
         "ansible_user": "root",
         "ansible_ssh_private_key_file": str(key),
         "ansible_ssh_common_args": "-o ProxyCommand='%s' -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
-        % (proxy, known),
+        " -o ServerAliveInterval=3 -o ServerAliveCountMax=3" % (proxy, known),
         "ansible_python_interpreter": "/usr/bin/python3",
         "fleetos_lab_registry": registry.address(),
         "fleetos_lab_base_image": lab.get("base_image_ref", ""),

@@ -111,6 +111,7 @@ def ensure_controller_key():
 def _prepare_node_files(name):
     ndir = node_dir(name)
     (ndir / "faults").mkdir(parents=True, exist_ok=True)
+    (ndir / "control").mkdir(parents=True, exist_ok=True)
     sshdir = ndir / "ssh"
     sshdir.mkdir(parents=True, exist_ok=True)
     os.chmod(str(sshdir), 0o700)
@@ -236,6 +237,19 @@ def _read_float(path, default=0.0):
         return default
 
 
+def _restart(name, child):
+    """A reboot asked for on the node: finalize a staged deployment, then end PID 1."""
+    finalize = (
+        "if [ -e /run/ostree/staged-deployment ] && [ ! -e /run/ostree/staged-deployment-locked ]; "
+        "then ostree admin finalize-staged; fi"
+    )
+    subprocess.run(_nsenter(child) + ["/bin/sh", "-c", finalize], stdin=subprocess.DEVNULL, check=False)
+    try:
+        os.kill(child, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def supervise(name):
     """`fleetlab _supervise NODE`: boot the node, and boot it again after each reboot."""
     ndir = node_dir(name)
@@ -288,6 +302,15 @@ def supervise(name):
                 time.sleep(0.01)
         if stopping["flag"] and child:
             _term(signal.SIGTERM, None)
+        request = ndir / "control" / "reboot-request"
+        while proc.poll() is None:
+            if request.exists() and child:
+                _restart(name, child)
+                try:
+                    request.unlink()
+                except FileNotFoundError:
+                    pass
+            time.sleep(0.05)
         rc = proc.wait()
         try:
             (ndir / "init.pid").unlink()
@@ -299,13 +322,17 @@ def supervise(name):
     return 0
 
 
+def _nsenter(pid):
+    return ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", "--",
+            "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME=/root", "LANG=C.UTF-8", "TERM=dumb"]
+
+
 def exec_argv(name, argv):
     pid = init_pid(name)
     if not pid:
         raise LabError("node %s is not running (rebooting, faulted or stopped)" % name)
-    return ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "-r", "-w", "--",
-            "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "HOME=/root", "LANG=C.UTF-8", "TERM=dumb"] + list(argv)
+    return _nsenter(pid) + list(argv)
 
 
 def node_status(name):

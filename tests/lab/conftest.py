@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 FLEETLAB = REPO / "lab" / "fleetlab"
 STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
 VENV_BIN = Path(sys.executable).parent
-NODES = 3
+NODES = 4
 
 
 def pytest_collection_modifyitems(config, items):

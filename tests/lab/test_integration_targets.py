@@ -1,0 +1,70 @@
+"""Runs each integration target in tests/integration/targets against the lab.
+
+A target is a role-shaped directory (tasks/main.yml, optional defaults/, files/).
+Its `aliases` file may name the lab node it runs on with a line `lab/nodeNN`
+(default node01). The collection is loaded from the working tree through a
+symlink at .build/runtime/ansible_collections/fleetos/layering.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, VENV_BIN
+
+TARGETS = REPO / "tests" / "integration" / "targets"
+
+
+def _targets():
+    if not TARGETS.is_dir():
+        return []
+    return sorted(p.name for p in TARGETS.iterdir() if (p / "tasks" / "main.yml").is_file())
+
+
+def _lab_host(target):
+    aliases = TARGETS / target / "aliases"
+    if aliases.is_file():
+        for line in aliases.read_text().splitlines():
+            if line.strip().startswith("lab/"):
+                return line.strip()[len("lab/"):]
+    return "node01"
+
+
+def collections_path():
+    runtime = REPO / ".build" / "runtime"
+    link = runtime / "ansible_collections" / "fleetos" / "layering"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(REPO)
+    return runtime
+
+
+def run_playbook(lab, playbook, *extra, check=True, timeout=900):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_ROLES_PATH=str(TARGETS), ANSIBLE_DEPRECATION_WARNINGS="False",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(lab.inventory), str(playbook)]
+                          + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, env=env, cwd=str(REPO), check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError("ansible-playbook %s failed (rc=%d):\n%s" % (playbook, proc.returncode,
+                                                                          proc.stdout[-20000:]))
+    return proc
+
+
+@pytest.mark.parametrize("target", _targets())
+def test_integration_target(lab, target, tmp_path):
+    host = _lab_host(target)
+    assert host in lab.nodes, "target %s wants lab host %s, which the lab does not have" % (target, host)
+    playbook = tmp_path / "run.yml"
+    playbook.write_text(
+        "- name: Integration target %s\n"
+        "  hosts: %s\n"
+        "  gather_facts: false\n"
+        "  roles:\n"
+        "    - role: %s\n" % (target, host, target)
+    )
+    proc = run_playbook(lab, playbook, "-e", "fleetos_lab_image_digest=%s" % lab.base_digest)
+    assert "failed=0" in proc.stdout
