@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import images, inventory, net, nodes, registry
+from . import fleetlock, images, inventory, net, nodes, registry
 from .common import (
     BASE_IMAGE,
     LAB_NETNS,
@@ -70,6 +70,7 @@ def cmd_up(args):
         state_dir().mkdir(parents=True, exist_ok=True)
         net.ensure_lab_network()
         address = registry.ensure(args.registry_port)
+        fleetlock.start()
         lab["registry"] = address
         lab["registry_port"] = registry.config()["port"]
         if args.boot_delay is not None:
@@ -132,6 +133,7 @@ def cmd_down(args):
         for name in sorted(names):
             nodes.stop(name)
         registry.stop()
+        fleetlock.stop()
         for ns in net.lab_netns_names():
             net.delete_netns(ns)
         for name in sorted(names):
@@ -234,6 +236,26 @@ def cmd_registry(args):
     return 0
 
 
+def cmd_fleetlock(args):
+    _require_root()
+    if not (state_dir() / "lab.json").exists():
+        raise LabError("the lab is not up: run 'fleetlab up'")
+    if args.action == "slots":
+        if args.count is None or args.count < 0:
+            raise LabError("fleetlock slots needs COUNT, a number >= 0")
+        if args.group:
+            fleetlock.configure(group=args.group, slots=args.count)
+        else:
+            fleetlock.configure(default_slots=args.count)
+    elif args.action == "reset":
+        fleetlock.reset()
+    status = fleetlock.read_json(fleetlock.fl_dir() / "holders.json", {})
+    cfg = fleetlock.read_json(fleetlock.fl_dir() / "config.json", {})
+    print(json.dumps({"url": fleetlock.address(), "running": fleetlock.running(), "config": cfg,
+                      "holders": status.get("holders", {})}, indent=2, sort_keys=True))
+    return 0
+
+
 def cmd_journal(args):
     for event in read_journal():
         if args.event and event.get("event") != args.event:
@@ -302,6 +324,12 @@ def build_parser():
     reg.add_argument("action", choices=["stop", "start"])
     reg.set_defaults(func=cmd_registry)
 
+    fl = sub.add_parser("fleetlock", help="the lab's FleetLock server: status, slots, reset")
+    fl.add_argument("action", choices=["status", "slots", "reset"])
+    fl.add_argument("count", nargs="?", type=int, default=None)
+    fl.add_argument("--group", default=None)
+    fl.set_defaults(func=cmd_fleetlock)
+
     jr = sub.add_parser("journal", help="print the events journal")
     jr.add_argument("--event", default=None)
     jr.set_defaults(func=cmd_journal)
@@ -315,6 +343,8 @@ def build_parser():
     internal.set_defaults(func=lambda a: nodes.supervise(a.node))
     internal_reg = sub.add_parser("_registry")
     internal_reg.set_defaults(func=lambda a: registry.serve())
+    internal_fl = sub.add_parser("_fleetlock")
+    internal_fl.set_defaults(func=lambda a: fleetlock.serve())
     return parser
 
 

@@ -50,6 +50,7 @@ def write(lab):
         "fleetos_lab_registry": registry.address(),
         "fleetos_lab_base_image": lab.get("base_image_ref", ""),
         "fleetos_lab_boot_time_command": "cat /run/lab-boot-id",
+        "fleetos_lab_fleetlock_url": "http://198.51.100.1:8080",
     }
     tree = {"all": {"vars": all_vars, "children": {"fleet": {"children": {}}}}}
     fleet = tree["all"]["children"]["fleet"]["children"]

@@ -9,7 +9,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 
-from fleetlablib import common, images, inventory, net, registry  # noqa: E402
+from fleetlablib import common, fleetlock, images, inventory, net, registry  # noqa: E402
 from fleetlablib.cli import build_parser  # noqa: E402
 
 UMOCI_TAG = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
@@ -100,3 +100,41 @@ def test_node_names_and_addresses():
 def test_cli_parse_errors_raise_one_line_lab_errors(argv, message):
     with pytest.raises(common.LabError, match=message):
         build_parser().parse_args(argv)
+
+
+def test_fleetlock_semaphore_is_owned_recursive_and_counting():
+    sem = fleetlock.Semaphores(default_slots=2, slots={"infra": 1})
+    assert sem.acquire("workers", "a") == ["a"]
+    assert sem.acquire("workers", "a") == ["a"]  # recursive: still one slot
+    assert sem.acquire("workers", "b") == ["a", "b"]
+    with pytest.raises(fleetlock.FleetLockError) as full:
+        sem.acquire("workers", "c")
+    assert (full.value.status, full.value.kind) == (409, "failed_lock_semaphore_full")
+    assert sem.release("workers", "c") == ["a", "b"]  # not held: a no-op
+    assert sem.release("workers", "a") == ["b"]
+    assert sem.acquire("workers", "c") == ["b", "c"]
+    assert sem.acquire("infra", "x") == ["x"]
+    with pytest.raises(fleetlock.FleetLockError):
+        sem.acquire("infra", "y")
+    assert sem.snapshot()["holders"] == {"workers": ["b", "c"], "infra": ["x"]}
+
+
+@pytest.mark.parametrize("headers,body,kind", [
+    ({}, b'{"client_params": {"id": "a", "group": "g"}}', "missing_fleet_lock_protocol_header"),
+    ({"fleet-lock-protocol": "false"}, b'{"client_params": {"id": "a", "group": "g"}}',
+     "missing_fleet_lock_protocol_header"),
+    ({"fleet-lock-protocol": "true"}, b"not json", "invalid_body"),
+    ({"fleet-lock-protocol": "true"}, b'{"client_params": []}', "invalid_client_params"),
+    ({"fleet-lock-protocol": "true"}, b'{"client_params": {"id": "", "group": "g"}}', "invalid_client_params"),
+    ({"fleet-lock-protocol": "true"}, b'{"client_params": {"id": "a"}}', "invalid_client_params"),
+])
+def test_fleetlock_requests_are_validated(headers, body, kind):
+    with pytest.raises(fleetlock.FleetLockError) as err:
+        fleetlock.parse_request(headers, body)
+    assert err.value.kind == kind and err.value.status == 400
+
+
+def test_fleetlock_request_from_the_real_sample_form():
+    body = b'{"client_params": {"group": "default", "id": "c988d2509fdf5cdcbed39037c56406fb"}}'
+    assert fleetlock.parse_request({"fleet-lock-protocol": "true"}, body) == (
+        "default", "c988d2509fdf5cdcbed39037c56406fb")

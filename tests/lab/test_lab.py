@@ -246,6 +246,39 @@ def test_registry_stop_start_and_port_taken(lab):
     lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s" % lab.base_image)
 
 
+FLEETLOCK_CLIENT = r"""
+import json, sys, urllib.error, urllib.request
+path, ident, group = sys.argv[1:4]
+req = urllib.request.Request("http://198.51.100.1:8080" + path, method="POST",
+                             data=json.dumps({"client_params": {"id": ident, "group": group}}).encode())
+req.add_header("fleet-lock-protocol", "true")
+try:
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        print(resp.status, resp.read().decode())
+except urllib.error.HTTPError as err:
+    print(err.code, err.read().decode())
+"""
+
+
+def test_fleetlock_server_shares_a_budget_between_nodes(lab):
+    def call(node, path, ident, group="test-%s" % os.getpid()):
+        out = lab.exec(node, ["python3", "-c", FLEETLOCK_CLIENT, path, ident, group]).stdout.split(" ", 1)
+        return int(out[0]), json.loads(out[1])
+
+    lab.fleetlab("fleetlock", "slots", "2", "--group", "test-%s" % os.getpid())
+    assert call(lab.nodes[0], "/v1/pre-reboot", "a") == (200, {})
+    assert call(lab.nodes[1], "/v1/pre-reboot", "b") == (200, {})
+    assert call(lab.nodes[1], "/v1/pre-reboot", "b") == (200, {})
+    status, body = call(lab.nodes[2], "/v1/pre-reboot", "c")
+    assert status == 409 and body["kind"] == "failed_lock_semaphore_full"
+    assert call(lab.nodes[0], "/v1/steady-state", "a") == (200, {})
+    assert call(lab.nodes[2], "/v1/pre-reboot", "c") == (200, {})
+    locks = [e for e in lab.journal("fleetlock_lock") if e["group"] == "test-%s" % os.getpid()]
+    assert max(len(e["holders"]) for e in locks) == 2
+    call(lab.nodes[1], "/v1/steady-state", "b")
+    call(lab.nodes[2], "/v1/steady-state", "c")
+
+
 @pytest.mark.lab_last
 def test_up_grows_then_down_leaves_nothing_behind(lab):
     if os.environ.get("FLEETLAB_KEEP") or not os.environ.get("FLEETLAB_DOWN_TEST"):
