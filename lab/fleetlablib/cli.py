@@ -195,7 +195,8 @@ def cmd_image_build(args):
     _require_root()
     with StateLock("images.lock"):
         record = images.build(args.name, base=args.base, add_files=args.add_file or [],
-                              size_mb=args.size_mb, labels=args.label or [], version=args.version)
+                              size_mb=args.size_mb, labels=args.label or [], version=args.version,
+                              legacy_oscontainer=args.legacy_oscontainer)
     if args.json:
         print(json.dumps(record, indent=2, sort_keys=True))
     else:
@@ -309,6 +310,8 @@ def build_parser():
     build.add_argument("--size-mb", type=int, default=0)
     build.add_argument("--label", action="append", metavar="K=V")
     build.add_argument("--version", default=None, help="the version label (default: the tag)")
+    build.add_argument("--legacy-oscontainer", action="store_true",
+                       help="build an old-style oscontainer (ostree repo at /srv/repo) instead")
     build.add_argument("--json", action="store_true", help="print the whole record")
     build.set_defaults(func=cmd_image_build)
     ls = isub.add_parser("list", help="images built by this lab")

@@ -164,8 +164,13 @@ def fetch(name, tag):
         netns=LAB_NETNS)
 
 
-def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None):
-    """Build a bootable image, push it to the lab registry, return its record."""
+def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None, legacy_oscontainer=False):
+    """Build a bootable image, push it to the lab registry, return its record.
+
+    With legacy_oscontainer, the pushed image is an old-style OpenShift oscontainer
+    instead: no bootable root filesystem, but an ostree archive repository at /srv/repo
+    holding the OS commit, named by the label com.coreos.ostree-commit.
+    """
     name, tag = parse_name(name_tag)
     extra_labels = {}
     for item in labels:
@@ -184,7 +189,8 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None)
         raise LabError("the lab registry is not running: run 'fleetlab up' or 'fleetlab registry start'")
     version = version or tag
     _ensure_stores()
-    ltag = layout_tag(name, tag)
+    push_tag = layout_tag(name, tag)
+    ltag = push_tag + "-ostree" if legacy_oscontainer else push_tag
     work = Path(tempfile.mkdtemp(prefix="build-", dir=str(images_dir())))
     try:
         bundle = work / "bundle"
@@ -233,11 +239,14 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None)
         run(["umoci", "config", "--image", "%s:%s" % (layout(), ltag), "--no-history",
              "--config.label", "ostree.commit=%s" % checksum])
         digest = _manifest_digest(ltag)
-        commit_rootfs(master_repo(), unpacked, created_iso, version, digest)
+        if legacy_oscontainer:
+            digest = _legacy_oscontainer(work, push_tag, checksum, version, name, extra_labels)
+        else:
+            commit_rootfs(master_repo(), unpacked, created_iso, version, digest)
         digest_file = work / "digest"
         run(["skopeo", "copy", "--quiet", "--dest-authfile", str(registry.auth_file()),
              "--dest-cert-dir", str(registry.cert_dir()), "--digestfile", str(digest_file),
-             "oci:%s:%s" % (layout(), ltag), "docker://%s/%s:%s" % (registry.address(), name, tag)],
+             "oci:%s:%s" % (layout(), push_tag), "docker://%s/%s:%s" % (registry.address(), name, tag)],
             netns=LAB_NETNS)
         pushed = digest_file.read_text().strip()
         if pushed != digest:
@@ -251,6 +260,7 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None)
             "version": version,
             "created": created_iso,
             "base": base,
+            "legacy_oscontainer": bool(legacy_oscontainer),
         }
         records = built()
         records["%s:%s" % (name, tag)] = record
@@ -258,6 +268,27 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None)
         return record
     finally:
         _rmtree(work)
+
+
+def _legacy_oscontainer(work, ltag, checksum, version, name, extra_labels):
+    """An old-style oscontainer: /srv/repo (ostree archive repo) holding the commit."""
+    bundle = work / "legacy-bundle"
+    run(["umoci", "new", "--image", "%s:%s" % (layout(), ltag)])
+    run(["umoci", "unpack", "--image", "%s:%s" % (layout(), ltag), str(bundle)])
+    repo = bundle / "rootfs" / "srv" / "repo"
+    repo.mkdir(parents=True)
+    run(["ostree", "--repo=%s" % repo, "init", "--mode=archive"])
+    run(["ostree", "--repo=%s" % repo, "pull-local", str(master_repo()), checksum])
+    run(["ostree", "--repo=%s" % repo, "refs", "--create=fleetlab/oscontainer", checksum])
+    run(["umoci", "repack", "--image", "%s:%s" % (layout(), ltag), str(bundle)])
+    labels = {"com.coreos.ostree-commit": checksum, "version": version,
+              "org.opencontainers.image.version": version, "org.opencontainers.image.title": name}
+    labels.update(extra_labels)
+    argv = ["umoci", "config", "--image", "%s:%s" % (layout(), ltag), "--no-history", "--author", "fleetlab"]
+    for key, value in sorted(labels.items()):
+        argv += ["--config.label", "%s=%s" % (key, value)]
+    run(argv)
+    return _manifest_digest(ltag)
 
 
 def _rmtree(path):

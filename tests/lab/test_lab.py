@@ -279,6 +279,44 @@ def test_fleetlock_server_shares_a_budget_between_nodes(lab):
     call(lab.nodes[2], "/v1/steady-state", "c")
 
 
+def test_legacy_oscontainer_carries_an_ostree_repo(lab):
+    tag = "fleetos/test-legacy:%s" % uuid.uuid4().hex[:8]
+    record = json.loads(lab.fleetlab("image", "build", tag, "--from", "fleetos/lab-os:1.0",
+                                     "--legacy-oscontainer", "--json").stdout)
+    node = lab.nodes[0]
+    info = json.loads(lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s/%s"
+                               % (lab.registry, tag)).stdout)
+    assert info["Labels"]["com.coreos.ostree-commit"] == record["commit"]
+    assert "ostree.bootable" not in info["Labels"]
+    script = (
+        "set -e; d=$(mktemp -d /var/tmp/legacy.XXXX); "
+        "skopeo copy --quiet --authfile /etc/ostree/auth.json docker://%s/%s oci:$d/oci:x; "
+        "umoci raw unpack --image $d/oci:x $d/root 2>/dev/null; "
+        "ostree --repo=$d/root/srv/repo rev-parse fleetlab/oscontainer; rm -rf $d" % (lab.registry, tag)
+    )
+    assert lab.exec(node, script).stdout.strip() == record["commit"]
+
+
+def test_disk_image_nodes_boot_the_commit_with_a_refspec_origin(lab, tmp_path):
+    marker = tmp_path / "cloud"
+    marker.write_text("cloud image\n")
+    tag = "fleetos/test-cloud:%s" % uuid.uuid4().hex[:8]
+    lab.build_image(tag, "--from", "fleetos/lab-os:1.0", "--add-file", "%s:/usr/share/fleetlab/cloud" % marker)
+    record = lab.image_record(tag)
+    # Nodes up to node10 are plain lab nodes other tests use; the disk-image node comes after.
+    count = max(len(lab.nodes), 10)
+    lab.fleetlab("up", "--nodes", count)
+    lab.fleetlab("up", "--nodes", count + 1, "--disk-image", tag)
+    node = "node%02d" % (count + 1)
+    assert lab.info["nodes"][node]["disk_image"] is True
+    status = lab.rpm_ostree_status(node)
+    booted = [d for d in status["deployments"] if d["booted"]][0]
+    assert booted["checksum"] == record["commit"]
+    assert booted["origin"] == "fedora:fedora/x86_64/coreos/stable"
+    assert "container-image-reference" not in booted
+    assert lab.exec(node, "cat /usr/share/fleetlab/cloud").stdout == "cloud image\n"
+
+
 @pytest.mark.lab_last
 def test_up_grows_then_down_leaves_nothing_behind(lab):
     if os.environ.get("FLEETLAB_KEEP") or not os.environ.get("FLEETLAB_DOWN_TEST"):
