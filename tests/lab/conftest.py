@@ -20,6 +20,16 @@ VENV_BIN = Path(sys.executable).parent
 NODES = 4
 
 
+def collections_path():
+    """ANSIBLE_COLLECTIONS_PATH that loads fleetos.layering from this working tree."""
+    runtime = REPO / ".build" / "runtime"
+    link = runtime / "ansible_collections" / "fleetos" / "layering"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(REPO)
+    return runtime
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked lab_last (they take the lab down) run after all the others."""
     items.sort(key=lambda item: 1 if item.get_closest_marker("lab_last") else 0)

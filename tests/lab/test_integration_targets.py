@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, VENV_BIN
+from conftest import REPO, VENV_BIN, collections_path
 
 TARGETS = REPO / "tests" / "integration" / "targets"
 
@@ -30,15 +30,6 @@ def _lab_host(target):
             if line.strip().startswith("lab/"):
                 return line.strip()[len("lab/"):]
     return "node01"
-
-
-def collections_path():
-    runtime = REPO / ".build" / "runtime"
-    link = runtime / "ansible_collections" / "fleetos" / "layering"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink():
-        link.symlink_to(REPO)
-    return runtime
 
 
 def run_playbook(lab, playbook, *extra, check=True, timeout=900):

@@ -1,0 +1,264 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private module_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""Registry credentials turned into a temporary containers-auth.json(5) file.
+
+Credentials come from an existing auth file, a dockerconfigjson pull secret (the JSON
+text ``{"auths": {...}}``, raw or base64-encoded, or the parsed mapping) or a username
+and password. The entry that applies to an image is chosen as containers-auth.json(5)
+specifies: ``registry/namespace/repository``, then each shorter namespace, then the
+registry (``host`` or ``host:port``, which are different keys); legacy keys written as
+URLs (``https://index.docker.io/v1/``) match their host. The chosen entry is written,
+in the ``auth`` form, into a 0600 file in a private temporary directory that is removed
+on every path. No secret is ever put in an exception message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse
+
+AUTH_FILE_NAME = "auth.json"
+TEMP_PREFIX = "fleetos-auth-"
+_LEGACY_DOCKER_HUB = ("index.docker.io", "registry-1.docker.io")
+
+
+def normalize_key(key):
+    """An auth file key as containers-image compares it.
+
+    A key written as a URL (``http://``/``https://``) keeps only its host, and
+    ``index.docker.io`` becomes ``docker.io``; other keys are kept as written
+    (``host``, ``host:port`` or ``host[:port]/namespace...``).
+    """
+    text = str(key).strip()
+    for scheme in ("https://", "http://"):
+        if text.startswith(scheme):
+            text = text[len(scheme):].split("/", 1)[0]
+            break
+    else:
+        text = text.rstrip("/")
+    if text in _LEGACY_DOCKER_HUB:
+        return DOCKER_HUB
+    return text
+
+
+def image_scopes(image):
+    """The auth file keys that may apply to ``image``, most specific first.
+
+    ``198.51.100.1:5000/fleetos/lab-os:1.0`` gives
+    ``198.51.100.1:5000/fleetos/lab-os``, ``198.51.100.1:5000/fleetos``, ``198.51.100.1:5000``.
+    """
+    ref = parse(image)
+    registry = normalize_key(ref.registry)
+    repository = ref.repository
+    if registry == DOCKER_HUB and "/" not in repository:
+        repository = "library/" + repository
+    parts = repository.split("/")
+    scopes = ["%s/%s" % (registry, "/".join(parts[:count])) for count in range(len(parts), 0, -1)]
+    scopes.append(registry)
+    return scopes
+
+
+def registry_of(image):
+    """The registry key (``host`` or ``host:port``) of an image, Docker Hub as ``docker.io``."""
+    return normalize_key(parse(image).registry)
+
+
+def _encode(username, password):
+    return base64.b64encode(("%s:%s" % (username, password)).encode("utf-8")).decode("ascii")
+
+
+def _decode_auth(value, source, key):
+    try:
+        text = base64.b64decode(str(value), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        text = None
+    if text is None or ":" not in text:
+        raise InvalidInputError(
+            "The entry '%s' of the %s has an invalid auth value: expected base64 of username:password"
+            % (key, source)
+        )
+    username, password = text.split(":", 1)
+    return username, password
+
+
+def _entry(value, source, key):
+    """One ``auths`` entry -> (auth, username, password); accepts ``auth`` or ``username``/``password``."""
+    if not isinstance(value, dict):
+        raise InvalidInputError(
+            "The entry '%s' of the %s is not a mapping: expected {\"auth\": \"base64(user:password)\"}"
+            % (key, source)
+        )
+    if value.get("auth"):
+        username, password = _decode_auth(value["auth"], source, key)
+        return str(value["auth"]), username, password
+    if value.get("username") is not None and value.get("password") is not None:
+        username, password = str(value["username"]), str(value["password"])
+        return _encode(username, password), username, password
+    if value.get("identitytoken"):
+        return None, None, None
+    raise InvalidInputError(
+        "The entry '%s' of the %s has no credentials: expected an auth value or a username and password"
+        % (key, source)
+    )
+
+
+class Auths:
+    """The ``auths`` entries of one credential source, keyed by normalized key."""
+
+    def __init__(self, source, entries):
+        self.source = source
+        self.entries = entries  # normalized key -> original entry (a dict)
+
+    def keys(self):
+        return list(self.entries)
+
+    def secrets(self):
+        """Every secret value these entries hold (for ``module.no_log_values``)."""
+        values = set()
+        for key, value in self.entries.items():
+            auth, dummy, password = _entry(value, self.source, key)
+            for secret in (auth, password, value.get("auth"), value.get("identitytoken"),
+                           value.get("registrytoken")):
+                if secret:
+                    values.add(str(secret))
+            if auth:
+                values.add(base64.b64decode(auth).decode("utf-8"))
+        return values
+
+    def match(self, image):
+        """``(key, entry)`` of the most specific entry for ``image``, or ``None``."""
+        for scope in image_scopes(image):
+            if scope in self.entries:
+                return scope, self.entries[scope]
+        return None
+
+    def for_image(self, image):
+        """A containers-auth.json document holding only the entry for ``image`` (or None)."""
+        found = self.match(image)
+        if found is None:
+            return None
+        key, value = found
+        entry = {}
+        auth = _entry(value, self.source, key)[0]
+        if auth:
+            entry["auth"] = auth
+        if value.get("identitytoken"):
+            entry["identitytoken"] = str(value["identitytoken"])
+        return {"auths": {key: entry}}
+
+
+def _auths_from_document(document, source):
+    if not isinstance(document, dict):
+        raise InvalidInputError(
+            "The %s is not a JSON object: expected {\"auths\": {\"registry\": {\"auth\": ...}}}" % source
+        )
+    if "auths" in document:
+        auths = document["auths"]
+    elif document and all(isinstance(value, dict) for value in document.values()) and not (
+            set(document) & {"credHelpers", "credsStore"}):
+        auths = document  # legacy .dockercfg: the registries at the top level
+    else:
+        auths = {}
+    if not isinstance(auths, dict):
+        raise InvalidInputError("The %s has an 'auths' that is not a mapping of registries" % source)
+    entries = {}
+    for key, value in auths.items():
+        normalized = normalize_key(key)
+        _entry(value, source, key)
+        # A key written exactly wins over a legacy (URL) spelling of the same registry.
+        if normalized not in entries or normalized == key:
+            entries[normalized] = value
+    return Auths(source, entries)
+
+
+def from_pull_secret(secret):
+    """A dockerconfigjson pull secret: a mapping, its JSON text, or base64 of that text."""
+    source = "pull secret"
+    if isinstance(secret, dict):
+        return _auths_from_document(secret, source)
+    if not isinstance(secret, str) or not secret.strip():
+        raise InvalidInputError(
+            "The pull secret is empty or not text: expected dockerconfigjson JSON, raw or base64-encoded"
+        )
+    text = secret.strip()
+    try:
+        document = json.loads(text)
+    except ValueError:
+        try:
+            document = json.loads(base64.b64decode("".join(text.split()), validate=True).decode("utf-8"))
+        except (ValueError, binascii.Error):
+            raise InvalidInputError(
+                "The pull secret is neither JSON nor base64-encoded JSON: expected dockerconfigjson "
+                "{\"auths\": {...}}"
+            ) from None
+    return _auths_from_document(document, source)
+
+
+def from_auth_file(path):
+    """The entries of an existing containers-auth.json / docker config file."""
+    source = "auth file '%s'" % path
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise InvalidInputError("Failed to read the auth file '%s': %s" % (path, exc.strerror)) from None
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        raise InvalidInputError("The auth file '%s' is not valid JSON" % path) from None
+    return _auths_from_document(document, source)
+
+
+def from_username(image, username, password):
+    """Username and password for the registry of ``image``."""
+    if not username or password is None or password == "":
+        raise InvalidInputError("A username needs a non-empty password, and a password a username")
+    if ":" in username:
+        raise InvalidInputError("The username must not contain ':' (containers-auth.json keeps user:password)")
+    registry = registry_of(image)
+    return Auths("username and password", {registry: {"auth": _encode(username, password)}})
+
+
+def credentials(image, auth_file=None, pull_secret=None, username=None, password=None):
+    """The one credential source given (or None when none is)."""
+    if auth_file:
+        return from_auth_file(auth_file)
+    if pull_secret:
+        return from_pull_secret(pull_secret)
+    if username or password:
+        return from_username(image, username, password)
+    return None
+
+
+@contextmanager
+def temporary_auth_file(document, tmpdir=None):
+    """Write ``document`` to a 0600 file in a private 0700 directory; yield its path.
+
+    Yields None for no document. The directory is removed when the block ends,
+    whether it succeeds or raises.
+    """
+    if document is None:
+        yield None
+        return
+    directory = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=tmpdir)
+    try:
+        path = os.path.join(directory, AUTH_FILE_NAME)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,151 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Parsing and formatting of rpm-ostree image references."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+
+D1 = "sha256:" + "f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3"
+D2 = "sha256:" + "0" * 63 + "1"
+
+# text, transport, remote, registry, repository, tag, digest, name
+PARSE_CASES = [
+    ("ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@" + D1,
+     "ostree-unverified-registry", None, "198.51.100.1:5000", "fleetos/lab-os", None, D1,
+     "198.51.100.1:5000/fleetos/lab-os"),
+    ("ostree-unverified-registry:quay.io/fedora/fedora-coreos:testing-devel",
+     "ostree-unverified-registry", None, "quay.io", "fedora/fedora-coreos", "testing-devel", None,
+     "quay.io/fedora/fedora-coreos"),
+    ("ostree-unverified-image:docker://quay.io/fedora/fedora-coreos:stable@" + D2,
+     "ostree-unverified-image", None, "quay.io", "fedora/fedora-coreos", "stable", D2,
+     "quay.io/fedora/fedora-coreos"),
+    ("ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos:stable",
+     "ostree-remote-image", "fedora", "quay.io", "fedora/fedora-coreos", "stable", None,
+     "quay.io/fedora/fedora-coreos"),
+    ("ostree-remote-registry:fedora:quay.io/fedora/fedora-coreos@" + D1,
+     "ostree-remote-registry", "fedora", "quay.io", "fedora/fedora-coreos", None, D1,
+     "quay.io/fedora/fedora-coreos"),
+    ("ostree-image-signed:docker://quay.io/fedora/fedora-coreos:stable",
+     "ostree-image-signed", None, "quay.io", "fedora/fedora-coreos", "stable", None,
+     "quay.io/fedora/fedora-coreos"),
+    ("ostree-unverified-registry:192.168.122.1:5000/bootc-insights:latest",
+     "ostree-unverified-registry", None, "192.168.122.1:5000", "bootc-insights", "latest", None,
+     "192.168.122.1:5000/bootc-insights"),
+    ("localhost/os:1", None, None, "localhost", "os", "1", None, "localhost/os"),
+    ("localhost:5000/a/b/c", None, None, "localhost:5000", "a/b/c", None, None, "localhost:5000/a/b/c"),
+    ("registry.example.com/os@" + D1, None, None, "registry.example.com", "os", None, D1,
+     "registry.example.com/os"),
+    ("fedora:39", None, None, "docker.io", "fedora", "39", None, "fedora"),
+    ("library/fedora@" + D1, None, None, "docker.io", "library/fedora", None, D1, "library/fedora"),
+    ("[2001:db8::1]:5000/os:1", None, None, "[2001:db8::1]:5000", "os", "1", None, "[2001:db8::1]:5000/os"),
+    ("docker://quay.io/a/b:c", None, None, "quay.io", "a/b", "c", None, "quay.io/a/b"),
+]
+
+
+@pytest.mark.parametrize(("text", "transport", "remote", "registry", "repository", "tag", "digest", "name"),
+                         PARSE_CASES)
+def test_parse(text, transport, remote, registry, repository, tag, digest, name):
+    ref = _image_ref.parse(text)
+    assert (ref.transport, ref.remote, ref.registry, ref.repository, ref.tag, ref.digest) == (
+        transport, remote, registry, repository, tag, digest)
+    assert ref.name == name
+    assert ref.pinned is (digest is not None)
+
+
+@pytest.mark.parametrize("text", [case[0] for case in PARSE_CASES if not case[0].startswith("docker://")])
+def test_format_round_trips(text):
+    assert _image_ref.parse(text).format() == text
+
+
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("fedora:39", "docker.io/library/fedora"),
+    ("org/os", "docker.io/org/os"),
+    ("quay.io/org/os", "quay.io/org/os"),
+])
+def test_canonical_name(text, canonical):
+    assert _image_ref.parse(text).canonical_name == canonical
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("x@sha256:12", "image reference 'x@sha256:12' has an invalid digest: expected sha256: and 64 hex digits"),
+    ("quay.io/os@md5:" + "0" * 32, "has an invalid digest"),
+    ("quay.io/os@sha256:" + "A" * 64, "has an invalid digest"),
+    ("quay.io/Fedora/os", "has an invalid repository 'Fedora/os'"),
+    ("quay.io/os:-bad", "has an invalid tag '-bad'"),
+    ("quay.io/os:" + "t" * 129, "has an invalid tag"),
+    ("ostree-unverified-thing:quay.io/os", "has an unknown transport 'ostree-unverified-thing'"),
+    ("ostree-image-signed:quay.io/os", "unsupported image transport: expected docker://"),
+    ("ostree-unverified-image:oci:/var/os", "unsupported image transport"),
+    ("ostree-remote-image:docker://quay.io/os", "has no ostree remote: expected ostree-remote-image:REMOTE:"),
+    ("ostree-remote-registry:quay.io/os", "has an invalid ostree remote"),
+    ("ostree-unverified-registry:", "has no image name"),
+    ("quay.io/", "has no repository"),
+    ("quay.io/os with space", "contains whitespace"),
+    ("bad_host.example:port/os", "has an invalid registry 'bad_host.example:port'"),
+    ("", "is empty"),
+])
+def test_parse_rejects(text, fragment):
+    with pytest.raises(InvalidInputError) as caught:
+        _image_ref.parse(text)
+    assert fragment in caught.value.msg
+
+
+@pytest.mark.parametrize(("image", "transport", "remote", "expected"), [
+    ("198.51.100.1:5000/fleetos/lab-os@" + D1, "registry", None,
+     "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@" + D1),
+    ("quay.io/fedora/fedora-coreos@" + D1, "remote", "fedora",
+     "ostree-remote-image:fedora:docker://quay.io/fedora/fedora-coreos@" + D1),
+    ("quay.io/fedora/fedora-coreos:stable", "signed", None,
+     "ostree-image-signed:docker://quay.io/fedora/fedora-coreos:stable"),
+    ("quay.io/fedora/fedora-coreos@" + D1, "signed", "ignored",
+     "ostree-image-signed:docker://quay.io/fedora/fedora-coreos@" + D1),
+])
+def test_from_image(image, transport, remote, expected):
+    assert _image_ref.from_image(image, transport, remote).format() == expected
+
+
+@pytest.mark.parametrize(("image", "transport", "remote", "fragment"), [
+    ("quay.io/os@" + D1, "remote", None, "transport 'remote' needs the name of an ostree remote"),
+    ("quay.io/os@" + D1, "remote", "bad remote", "ostree remote 'bad remote' is invalid"),
+    ("quay.io/os@" + D1, "ftp", None, "transport 'ftp' is not supported"),
+    ("ostree-unverified-registry:quay.io/os@" + D1, "registry", None, "already names an rpm-ostree transport"),
+])
+def test_from_image_rejects(image, transport, remote, fragment):
+    with pytest.raises(InvalidInputError) as caught:
+        _image_ref.from_image(image, transport, remote)
+    assert fragment in caught.value.msg
+
+
+def test_with_digest_drops_the_tag_unless_asked():
+    ref = _image_ref.parse("ostree-image-signed:docker://quay.io/os:stable")
+    assert ref.with_digest(D1).format() == "ostree-image-signed:docker://quay.io/os@" + D1
+    assert ref.with_digest(D1, keep_tag=True).format() == "ostree-image-signed:docker://quay.io/os:stable@" + D1
+    assert ref.with_digest(D1).pinned and not ref.pinned
+    with pytest.raises(InvalidInputError) as caught:
+        ref.with_digest("sha256:12")
+    assert caught.value.msg == ("image reference 'quay.io/os@sha256:12' has an invalid digest: "
+                                "expected sha256: and 64 hex digits")
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("ostree-unverified-registry:quay.io/os", "registry"),
+    ("ostree-unverified-image:docker://quay.io/os", "registry"),
+    ("ostree-remote-image:r:docker://quay.io/os", "remote"),
+    ("ostree-remote-registry:r:quay.io/os", "remote"),
+    ("ostree-image-signed:docker://quay.io/os", "signed"),
+    ("quay.io/os", None),
+])
+def test_kind(text, kind):
+    assert _image_ref.parse(text).kind == kind
+
+
+def test_docker_reference_and_image():
+    ref = _image_ref.parse("ostree-remote-image:fedora:docker://quay.io/os:1@" + D1)
+    assert ref.image == "quay.io/os:1@" + D1
+    assert ref.docker_reference == "docker://quay.io/os:1@" + D1
+    assert str(ref) == ref.format()

@@ -1,0 +1,348 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""os_image_pull: main() with a faked skopeo (run_command), exact argv, secrets, cache."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.fleetos.layering.plugins.modules import os_image_pull
+
+SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")
+FIXTURES = SHARED / "reference" / "fixtures"
+
+REGISTRY = "198.51.100.1:5000"
+IMAGE = REGISTRY + "/fleetos/lab-os:1.0"
+DIGEST = "sha256:" + "f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3"
+OTHER = "sha256:" + "0" * 64
+LAYER = "sha256:" + "76ecbef4dc4358a12dbb5c29e66d839636ce69d49f84d54c8378a86753063548"
+CONFIG = "sha256:" + "6045d131c132c03c0066ddb8e3474a22676edcca5d41549001eb6f1827cf0710"
+COMMIT = "5d3965ddc23da6be463b043cd818e26108286f028f95f1bdf9806372b17368fd"
+PASSWORD = "s3cr$t 'pä ss"
+SKOPEO = "/usr/bin/skopeo"
+LABELS = {"ostree.bootable": "true", "ostree.commit": COMMIT, "version": "1.0",
+          "org.opencontainers.image.version": "1.0"}
+
+
+def inspect_output(labels=None, digest=DIGEST, layers=(LAYER,)):
+    return json.dumps({"Name": REGISTRY + "/fleetos/lab-os", "Digest": digest,
+                       "Labels": LABELS if labels is None else labels,
+                       "Architecture": "amd64", "Os": "linux", "Layers": list(layers)})
+
+
+class Exit(Exception):
+    pass
+
+
+class Skopeo:
+    """Fake run_command: records argv and what the auth file held while skopeo ran."""
+
+    def __init__(self, results, copy_writes=None):
+        self.results = list(results)
+        self.calls = []
+        self.auth_files = []
+        self.copy_writes = copy_writes
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append(argv)
+        assert kwargs["environ_update"] == {"LC_ALL": "C"}
+        assert kwargs["expand_user_and_vars"] is False
+        for flag in ("--authfile", "--src-authfile"):
+            if flag in argv:
+                path = argv[argv.index(flag) + 1]
+                self.auth_files.append((path, stat.S_IMODE(os.stat(path).st_mode),
+                                        json.loads(Path(path).read_text(encoding="utf-8"))))
+        if argv[1] == "copy" and self.copy_writes is not None:
+            self.copy_writes(argv[-1])
+        return self.results.pop(0)
+
+
+def run(monkeypatch, args, skopeo, check_mode=False, diff=False):
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    if diff:
+        args = dict(args, _ansible_diff=True)
+    result = {}
+
+    def exit_json(module, **kwargs):
+        result.update(kwargs)
+        raise Exit()
+
+    def fail_json(module, **kwargs):
+        result.update(kwargs, failed=True)
+        raise Exit()
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda module, argv, **kwargs: skopeo(argv, **kwargs))
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda module, name, required=False: SKOPEO)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    with patch_module_args(args):
+        with pytest.raises(Exit):
+            os_image_pull.main()
+    return result
+
+
+def inspect_argv(*options, image=IMAGE):
+    return [SKOPEO, "inspect", "--no-tags"] + list(options) + ["--", "docker://" + image]
+
+
+def auth_of(document):
+    ((key, entry),) = document["auths"].items()
+    return key, base64.b64decode(entry["auth"]).decode("utf-8")
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(monkeypatch, tmp_path):
+    """Temporary auth files go to a directory the test can list afterwards."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def test_inspected_with_username_password(monkeypatch, private_tmp):
+    skopeo = Skopeo([(0, inspect_output(), "")])
+    result = run(monkeypatch, {"image": IMAGE, "username": "fleet", "password": PASSWORD}, skopeo)
+    assert result["changed"] is False
+    assert result["digest"] == DIGEST
+    assert result["image"] == REGISTRY + "/fleetos/lab-os@" + DIGEST
+    assert result["ostree_commit"] == COMMIT
+    assert result["version"] == "1.0"
+    assert result["architecture"] == "amd64"
+    ((path, mode, document),) = skopeo.auth_files
+    assert skopeo.calls == [inspect_argv("--authfile", path)]
+    assert mode == 0o600
+    assert auth_of(document) == (REGISTRY, "fleet:" + PASSWORD)
+    assert not any(PASSWORD in part for part in skopeo.calls[0])
+    assert not os.path.exists(path)
+    assert list(private_tmp.iterdir()) == []
+    assert PASSWORD not in json.dumps(result)
+
+
+def test_auth_file_keeps_only_the_matching_entry(monkeypatch, tmp_path, private_tmp):
+    auth_file = tmp_path / "auth.json"
+    auth_file.write_text(json.dumps({"auths": {
+        REGISTRY: {"auth": base64.b64encode(b"fleet:pw").decode()},
+        "quay.io": {"auth": base64.b64encode(b"other:secret").decode()}}}), encoding="utf-8")
+    skopeo = Skopeo([(0, inspect_output(), "")])
+    result = run(monkeypatch, {"image": IMAGE, "auth_file": str(auth_file), "ca_cert_dir": "/etc/pki/reg",
+                               "validate_certs": False}, skopeo)
+    ((path, mode, document),) = skopeo.auth_files
+    assert skopeo.calls == [inspect_argv("--authfile", path, "--cert-dir", "/etc/pki/reg", "--tls-verify=false")]
+    assert auth_of(document) == (REGISTRY, "fleet:pw")
+    assert mode == 0o600
+    assert result["digest"] == DIGEST
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("encode", [False, True])
+def test_pull_secret_raw_or_base64(monkeypatch, private_tmp, encode):
+    text = json.dumps({"auths": {"https://%s/v1/" % REGISTRY: {"username": "fleet", "password": PASSWORD}}})
+    secret = base64.b64encode(text.encode("utf-8")).decode("ascii") if encode else text
+    skopeo = Skopeo([(0, inspect_output(), "")])
+    result = run(monkeypatch, {"image": IMAGE, "pull_secret": secret}, skopeo)
+    ((path, dummy, document),) = skopeo.auth_files
+    assert auth_of(document) == (REGISTRY, "fleet:" + PASSWORD)
+    assert skopeo.calls == [inspect_argv("--authfile", path)]
+    assert PASSWORD not in json.dumps(result)
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_no_credentials_no_authfile(monkeypatch):
+    skopeo = Skopeo([(0, inspect_output(), "")])
+    result = run(monkeypatch, {"image": "docker://" + IMAGE}, skopeo)
+    assert skopeo.calls == [inspect_argv()]
+    assert result["digest"] == DIGEST
+
+
+def test_unauthorized_fails_and_removes_the_auth_file(monkeypatch, private_tmp):
+    stderr = 'level=fatal msg="reading manifest 1.0 in x: unauthorized: authentication required"'
+    skopeo = Skopeo([(1, "", stderr)])
+    result = run(monkeypatch, {"image": IMAGE, "username": "fleet", "password": PASSWORD}, skopeo)
+    assert result["failed"] is True
+    assert result["msg"] == ("Failed to inspect image '%s': the registry refused the credentials (unauthorized)"
+                             % IMAGE)
+    assert result["rc"] == 1
+    assert result["stderr"] == stderr
+    ((path, dummy, dummy2),) = skopeo.auth_files
+    assert result["cmd"] == inspect_argv("--authfile", path)
+    assert not os.path.exists(path)
+    assert list(private_tmp.iterdir()) == []
+    assert PASSWORD not in json.dumps(result)
+
+
+def test_credentials_for_another_registry_fail_before_skopeo(monkeypatch):
+    secret = {"auths": {"quay.io": {"auth": base64.b64encode(b"u:p").decode()}}}
+    skopeo = Skopeo([])
+    result = run(monkeypatch, {"image": IMAGE, "pull_secret": secret}, skopeo)
+    assert result["msg"] == ("Failed to find credentials for image '%s': the pull secret has no entry for "
+                             "'%s/fleetos/lab-os' or '%s/fleetos' or '%s' (entries: quay.io)"
+                             % (IMAGE, REGISTRY, REGISTRY, REGISTRY))
+    assert skopeo.calls == []
+
+
+def test_expected_digest_mismatch_fails_before_any_pull(monkeypatch, tmp_path):
+    skopeo = Skopeo([(0, inspect_output(), "")])
+    result = run(monkeypatch, {"image": IMAGE, "expected_digest": OTHER, "state": "present",
+                               "cache_dir": str(tmp_path / "cache")}, skopeo)
+    assert result["msg"] == ("Failed to verify image '%s': the registry serves digest %s, not the expected "
+                             "digest %s" % (IMAGE, DIGEST, OTHER))
+    assert (result["digest"], result["expected_digest"]) == (DIGEST, OTHER)
+    assert [argv[1] for argv in skopeo.calls] == ["inspect"]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_pinned_reference_against_other_expected_digest_runs_nothing(monkeypatch):
+    skopeo = Skopeo([])
+    image = REGISTRY + "/fleetos/lab-os@" + DIGEST
+    result = run(monkeypatch, {"image": image, "expected_digest": OTHER}, skopeo)
+    assert result["msg"] == ("Failed to verify image '%s': it is pinned to %s, not to the expected digest %s"
+                             % (image, DIGEST, OTHER))
+    assert skopeo.calls == []
+
+
+@pytest.mark.parametrize(("args", "msg"), [
+    ({"expected_digest": "sha256:abc"},
+     "The option expected_digest 'sha256:abc' is not a digest: expected sha256: and 64 hex digits"),
+    ({"image": "Bad Image"}, "image reference 'Bad Image' contains whitespace"),
+])
+def test_invalid_input(monkeypatch, args, msg):
+    skopeo = Skopeo([])
+    result = run(monkeypatch, dict({"image": IMAGE}, **args), skopeo)
+    assert result["msg"] == msg
+    assert skopeo.calls == []
+
+
+@pytest.mark.parametrize(("labels", "commit", "version"), [
+    ({"ostree.commit": "a", "com.coreos.ostree-commit": "b", "io.openshift.os-commit": "c"}, "a", None),
+    ({"com.coreos.ostree-commit": "b", "io.openshift.os-commit": "c"}, "b", None),
+    ({"io.openshift.os-commit": "c", "org.opencontainers.image.version": "9"}, "c", "9"),
+    ({"version": "1", "org.opencontainers.image.version": "2"}, None, "1"),
+    ({"version": "", "org.opencontainers.image.version": "2"}, None, "2"),
+    ({}, None, None),
+])
+def test_label_fallbacks(monkeypatch, labels, commit, version):
+    result = run(monkeypatch, {"image": IMAGE}, Skopeo([(0, inspect_output(labels), "")]))
+    assert (result["ostree_commit"], result["version"], result["labels"]) == (commit, version, labels)
+
+
+def test_labels_from_config_when_inspect_has_none(monkeypatch):
+    data = json.loads(inspect_output())
+    del data["Labels"]
+    config = {"config": {"Labels": {"com.coreos.ostree-commit": "abc"}}}
+    skopeo = Skopeo([(0, json.dumps(data), ""), (0, json.dumps(config), "")])
+    result = run(monkeypatch, {"image": IMAGE}, skopeo)
+    assert skopeo.calls == [inspect_argv(), [SKOPEO, "inspect", "--config", "--", "docker://" + IMAGE]]
+    assert result["ostree_commit"] == "abc"
+
+
+@pytest.mark.parametrize("name", ["skopeo-inspect-labels__mco-test__okd-fcos-37.json",
+                                  "skopeo-inspect-labels__mco-test__rhcos-412.86-el8.6.json"])
+def test_real_image_labels(monkeypatch, name):
+    path = FIXTURES / name
+    if not path.is_file():
+        pytest.skip("reference fixture %s is absent (../shared not available)" % path)
+    labels = json.loads(path.read_text(encoding="utf-8"))
+    result = run(monkeypatch, {"image": IMAGE}, Skopeo([(0, inspect_output(labels), "")]))
+    assert result["ostree_commit"] == labels["ostree.commit"]
+    assert result["version"] == labels["version"]
+    assert len(result["ostree_commit"]) == 64
+
+
+def blob_writer(cache, blobs):
+    """What skopeo copy does to an OCI layout: blobs, then index.json with the tag."""
+    def write(destination):
+        dummy, path, tag = destination.split(":")
+        assert path == str(cache)
+        for blob in blobs:
+            algo, hexd = blob.split(":")
+            (cache / "blobs" / algo).mkdir(parents=True, exist_ok=True)
+            (cache / "blobs" / algo / hexd).write_text("x", encoding="utf-8")
+        (cache / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+            {"digest": DIGEST, "annotations": {"org.opencontainers.image.ref.name": tag}}]}), encoding="utf-8")
+    return write
+
+
+def test_present_check_apply_check_apply(monkeypatch, tmp_path):
+    cache = tmp_path / "cache"
+    args = {"image": IMAGE, "state": "present", "cache_dir": str(cache)}
+    tag = os_image_pull.layout_tag(REGISTRY + "/fleetos/lab-os", DIGEST)
+    pinned = REGISTRY + "/fleetos/lab-os@" + DIGEST
+
+    skopeo = Skopeo([(0, inspect_output(), "")])
+    result = run(monkeypatch, args, skopeo, check_mode=True, diff=True)
+    assert (result["changed"], result["fetched_blobs"]) == (True, sorted([DIGEST, LAYER]))
+    assert result["diff"] == {"before": {"image": pinned, "cached": False}, "after": {"image": pinned, "cached": True}}
+    assert [argv[1] for argv in skopeo.calls] == ["inspect"]
+    assert not cache.exists()
+
+    skopeo = Skopeo([(0, inspect_output(), ""), (0, "", "")], blob_writer(cache, [DIGEST, LAYER, CONFIG]))
+    result = run(monkeypatch, args, skopeo)
+    assert skopeo.calls[1] == [SKOPEO, "copy", "--quiet", "--", "docker://" + pinned,
+                               "oci:%s:%s" % (cache, tag)]
+    assert (result["changed"], result["cache_dir"]) == (True, str(cache))
+    assert result["fetched_blobs"] == sorted([DIGEST, LAYER, CONFIG])
+
+    for check_mode in (True, False):
+        skopeo = Skopeo([(0, inspect_output(), "")])
+        result = run(monkeypatch, args, skopeo, check_mode=check_mode, diff=True)
+        assert (result["changed"], result["fetched_blobs"]) == (False, [])
+        assert result["diff"]["before"]["cached"] is True
+        assert [argv[1] for argv in skopeo.calls] == ["inspect"]
+
+
+def test_present_copy_of_known_blobs_is_not_a_change(monkeypatch, tmp_path):
+    """Blobs already in the layout (another tag) but this image not indexed: copy, no change."""
+    cache = tmp_path / "cache"
+    blob_writer(cache, [DIGEST, LAYER, CONFIG])("oci:%s:other" % cache)
+    (cache / "index.json").write_text('{"schemaVersion": 2, "manifests": []}', encoding="utf-8")
+    skopeo = Skopeo([(0, inspect_output(), ""), (0, "", "")], blob_writer(cache, [DIGEST, LAYER, CONFIG]))
+    result = run(monkeypatch, {"image": IMAGE, "state": "present", "cache_dir": str(cache)}, skopeo)
+    assert [argv[1] for argv in skopeo.calls] == ["inspect", "copy"]
+    assert (result["changed"], result["fetched_blobs"]) == (False, [])
+
+
+@pytest.mark.parametrize(("ostree_cache_exists", "expected"), [(True, "ostree"), (False, "default")])
+def test_cache_dir_default(monkeypatch, tmp_path, ostree_cache_exists, expected):
+    paths = {"ostree": tmp_path / "sysroot-cache", "default": tmp_path / "var-cache"}
+    if ostree_cache_exists:
+        paths["ostree"].mkdir()
+    monkeypatch.setattr(os_image_pull, "OSTREE_CACHE", str(paths["ostree"]))
+    monkeypatch.setattr(os_image_pull, "DEFAULT_CACHE", str(paths["default"]))
+    result = run(monkeypatch, {"image": IMAGE, "state": "present"}, Skopeo([(0, inspect_output(), "")]),
+                 check_mode=True)
+    assert result["cache_dir"] == str(paths[expected])
+
+
+def test_present_with_credentials_passes_the_authfile_to_copy(monkeypatch, tmp_path, private_tmp):
+    cache = tmp_path / "cache"
+    skopeo = Skopeo([(0, inspect_output(), ""), (0, "", "")], blob_writer(cache, [DIGEST, LAYER]))
+    run(monkeypatch, {"image": IMAGE, "state": "present", "cache_dir": str(cache), "username": "fleet",
+                      "password": PASSWORD}, skopeo)
+    (path1, dummy, dummy2), (path2, mode, document) = skopeo.auth_files
+    assert path1 == path2 and mode == 0o600
+    assert skopeo.calls[1][:5] == [SKOPEO, "copy", "--quiet", "--src-authfile", path1]
+    assert auth_of(document) == (REGISTRY, "fleet:" + PASSWORD)
+    assert not any(PASSWORD in part for argv in skopeo.calls for part in argv)
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    ({"auth_file": "/a", "username": "u", "password": "p"}, "mutually exclusive"),
+    ({"username": "u"}, "parameters are required together"),
+])
+def test_spec_constraints(monkeypatch, args, fragment):
+    skopeo = Skopeo([])
+    result = run(monkeypatch, dict({"image": IMAGE}, **args), skopeo)
+    assert fragment in result["msg"]
+    assert skopeo.calls == []

@@ -1,0 +1,45 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Shared harness for module unit tests: main() with arguments and a faked run_command."""
+
+from __future__ import annotations
+
+from ansible.module_utils import basic
+
+
+class ExitJson(Exception):
+    """Raised instead of AnsibleModule.exit_json; args[0] is the result."""
+
+
+class FailJson(Exception):
+    """Raised instead of AnsibleModule.fail_json; args[0] is the result."""
+
+
+def fake_module(monkeypatch):
+    """Fake run_command (replaying state['results'], recording state['calls']) and the exits.
+
+    state['hooks'] maps argv[1] (the subcommand) to a callable run before the result
+    is returned, so a test can change files the way the real command would.
+    """
+    state = {"calls": [], "results": [], "hooks": {}}
+
+    def run_command(self, argv, **kwargs):
+        state["calls"].append((argv, kwargs))
+        hook = state["hooks"].get(argv[1]) if len(argv) > 1 else None
+        if hook:
+            hook(argv)
+        return state["results"].pop(0)
+
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False: "/usr/bin/" + name)
+    return state
