@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Plan cost: MachineImage resolution for 10,000 hosts x 200 MachineImages.
+
+Runs the collection's own resolver (module_utils/_machine_image.py, the code behind the
+resolve_machine_image filter and the machine_images inventory plugin): compile the
+objects once, then resolve every host. Prints wall seconds and microseconds per host;
+a figure, not a pass/fail test. --linear also times a scan of every selector per host
+(no index), for comparison.
+
+  .venv/bin/python bench/plan_scale.py [--hosts 10000] [--objects 200] [--linear]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RUNTIME = REPO / ".build" / "runtime"
+LINK = RUNTIME / "ansible_collections" / "fleetos" / "layering"
+if not LINK.is_symlink():
+    LINK.parent.mkdir(parents=True, exist_ok=True)
+    LINK.symlink_to(REPO)
+sys.path.insert(0, str(RUNTIME))
+
+POOLS = 10
+ZONES = ["zone-%s" % z for z in "abcde"]
+RACKS = 400
+
+
+def digest(n):
+    return "sha256:%064x" % n
+
+
+def make_hosts(count, rng):
+    hosts = []
+    for i in range(count):
+        labels = {
+            "fleetos.io/pool": "pool-%d" % (i % POOLS),
+            "topology.kubernetes.io/zone": ZONES[i % len(ZONES)],
+            "fleetos.io/rack": "rack-%d" % (i % RACKS),
+            "kubernetes.io/hostname": "node%05d" % i,
+        }
+        if i % 7 == 0:
+            labels["node-role.kubernetes.io/worker"] = ""
+        if i % 50 == 0:
+            labels["accelerator"] = "gpu-%d" % (i % 3)
+        hosts.append(("node%05d" % i, labels, "reg.example/os/pool-%d@%s" % (i % POOLS, digest(i % POOLS))))
+    rng.shuffle(hosts)
+    return hosts
+
+
+def make_objects(count):
+    """Disjoint objects (no conflicts), mixing every selector shape.
+
+    20 % nodeName pins; the rest select one rack each (matchLabels, or In), some
+    narrowed by NotIn / Exists / DoesNotExist expressions.
+    """
+    objects = []
+    pins = count // 5
+    for i in range(pins):
+        objects.append({"apiVersion": "fleetos.io/v1alpha1", "kind": "MachineImage",
+                        "metadata": {"name": "pin-%d" % i},
+                        "spec": {"image": "reg.example/os/pin@%s" % digest(1000 + i), "nodeName": "node%05d" % (i * 37)}})
+    for i in range(count - pins):
+        rack = "rack-%d" % i
+        shape = i % 4
+        if shape == 0:
+            selector = {"matchLabels": {"fleetos.io/rack": rack}}
+        elif shape == 1:
+            selector = {"matchExpressions": [{"key": "fleetos.io/rack", "operator": "In", "values": [rack]},
+                                             {"key": "topology.kubernetes.io/zone", "operator": "NotIn",
+                                              "values": ["zone-e"]}]}
+        elif shape == 2:
+            selector = {"matchLabels": {"fleetos.io/rack": rack},
+                        "matchExpressions": [{"key": "accelerator", "operator": "DoesNotExist"}]}
+        else:
+            selector = {"matchLabels": {"fleetos.io/rack": rack},
+                        "matchExpressions": [{"key": "node-role.kubernetes.io/worker", "operator": "Exists"}]}
+        objects.append({"apiVersion": "fleetos.io/v1alpha1", "kind": "MachineImage",
+                        "metadata": {"name": "rack-%d" % i, "annotations": {"fleetos.io/defined-in": "bench.yaml document %d" % (i + 1)}},
+                        "spec": {"image": "reg.example/os/rack@%s" % digest(5000 + i), "nodeSelector": selector,
+                                 "paused": i % 10 == 0}})
+    return objects
+
+
+def machine_image_set(objects):
+    """The collection's resolver, imported once sys.path holds the working tree."""
+    from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import MachineImageSet
+
+    return MachineImageSet(objects)
+
+
+def run(images, hosts, linear=False):
+    sources = collections.Counter()
+    if linear:
+        # Disable the index: every selector is evaluated for every host.
+        every = [i for i in images.images if i.selector is not None]
+        images.by_value, images.by_key, images.unanchored = {}, {}, every
+    start = time.perf_counter()
+    for name, labels, pool_image in hosts:
+        sources[images.resolve(name, labels, pool_image=pool_image)["source"]] += 1
+    return time.perf_counter() - start, sources
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=10000)
+    parser.add_argument("--objects", type=int, default=200)
+    parser.add_argument("--linear", action="store_true", help="also time the unindexed scan")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    hosts = make_hosts(args.hosts, rng)
+    objects = make_objects(args.objects)
+    rng.shuffle(objects)
+
+    start = time.perf_counter()
+    images = machine_image_set(objects)
+    compile_s = time.perf_counter() - start
+    resolve_s, sources = run(images, hosts)
+    total = compile_s + resolve_s
+    print("plan_scale: %d hosts x %d MachineImages, python %s, pid %d (one core)"
+          % (args.hosts, args.objects, sys.version.split()[0], os.getpid()))
+    print("  compile  %.4f s" % compile_s)
+    print("  resolve  %.4f s  (%.1f us/host)" % (resolve_s, resolve_s / args.hosts * 1e6))
+    print("  total    %.4f s  (%.1f us/host)" % (total, total / args.hosts * 1e6))
+    print("  sources  %s" % dict(sorted(sources.items())))
+    if args.linear:
+        linear_s, linear_sources = run(machine_image_set(objects), hosts, linear=True)
+        assert linear_sources == sources, "index and linear scan disagree"
+        print("  linear   %.4f s  (%.1f us/host, no index)" % (linear_s, linear_s / args.hosts * 1e6))
+
+
+if __name__ == "__main__":
+    main()

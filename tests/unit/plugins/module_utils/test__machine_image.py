@@ -1,0 +1,299 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""MachineImage validation and resolution: precedence, conflicts, order independence."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import (
+    ConflictError,
+    MachineImageSet,
+    group_name,
+    split_image,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._selector import compile_selector
+
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+POOL = "reg/os@sha256:" + "0" * 64
+
+
+def mi(name, node_name=None, selector=None, image="reg/os@" + D1, where=None, **spec):
+    spec = dict(spec, image=image)
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    if selector is not None:
+        spec["nodeSelector"] = selector
+    metadata = {"name": name}
+    if where:
+        metadata["annotations"] = {"fleetos.io/defined-in": where}
+    return {"apiVersion": "fleetos.io/v1alpha1", "kind": "MachineImage", "metadata": metadata, "spec": spec}
+
+
+WEB = {"matchLabels": {"pool": "web"}}
+ZONE_A = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+
+
+@pytest.mark.parametrize(
+    ("objects", "host", "labels", "source", "name"),
+    [
+        ([], "n1", {"pool": "web"}, "pool", None),
+        ([mi("web", selector=WEB)], "n1", {"pool": "web"}, "selector", "web"),
+        ([mi("web", selector=WEB)], "n1", {"pool": "db"}, "pool", None),
+        # nodeName beats a selector that also matches
+        ([mi("web", selector=WEB), mi("pin", node_name="n1")], "n1", {"pool": "web"}, "nodeName", "pin"),
+        # two selectors matching, but a nodeName decides first: no conflict
+        ([mi("web", selector=WEB), mi("zone-a", selector=ZONE_A), mi("pin", node_name="n1")], "n1",
+         {"pool": "web", "zone": "a"}, "nodeName", "pin"),
+        ([mi("pin", node_name="n2")], "n1", {}, "pool", None),
+    ],
+)
+def test_precedence(objects, host, labels, source, name):
+    result = MachineImageSet(objects).resolve(host, labels, pool_image=POOL)
+    assert (result["source"], result["name"]) == (source, name)
+    assert result["image"] == (POOL if source == "pool" else "reg/os@" + D1)
+
+
+def test_result_fields():
+    objects = [mi("web", selector=WEB, where="machine_images/web.yaml document 2", pullSecret="sec",
+                  transport="ostree-remote-image:fedora", paused=True, image="reg/web@" + D2)]
+    result = MachineImageSet(objects).resolve("n1", {"pool": "web"}, defined_vars={"sec"})
+    assert result == {
+        "source": "selector",
+        "name": "web",
+        "image": "reg/web@" + D2,
+        "digest": D2,
+        "pull_secret": "sec",
+        "transport": "ostree-remote-image:fedora",
+        "paused": True,
+        "defined_in": "machine_images/web.yaml document 2",
+        "reason": "MachineImage 'web' (machine_images/web.yaml document 2) selects n1 with spec.nodeSelector "
+                  "pool=web; paused: the rollout skips this host",
+    }
+
+
+@pytest.mark.parametrize(
+    ("pool_image", "image", "digest", "reason"),
+    [
+        (POOL, POOL, "sha256:" + "0" * 64, "no MachineImage names or selects n1; the pool default fleetos_pool_image applies"),
+        (None, None, None, "no MachineImage names or selects n1 and fleetos_pool_image is not set"),
+    ],
+)
+def test_pool_default(pool_image, image, digest, reason):
+    result = MachineImageSet([]).resolve("n1", {}, pool_image=pool_image)
+    assert (result["source"], result["image"], result["digest"], result["reason"]) == ("pool", image, digest, reason)
+
+
+W = "machine_images/web.yaml document 2 (MachineImage 'web-canary'): "
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector={}),
+         W + "spec.nodeSelector is empty; an empty selector would select every node"),
+        (mi("web-canary", where="machine_images/web.yaml document 2",
+            selector={"matchExpressions": [{"key": "zone", "operator": "Has"}]}),
+         W + "spec.nodeSelector.matchExpressions[0].operator 'Has' is not one of In, NotIn, Exists, DoesNotExist"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, image="reg/os:latest"),
+         W + "spec.image 'reg/os:latest' is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, image="reg/os@sha256:abc"),
+         W + "spec.image 'reg/os@sha256:abc' is not digest-pinned"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, node_name="n1"),
+         W + "spec.nodeName/spec.nodeSelector are both set; give exactly one of them"),
+        (mi("web-canary", where="machine_images/web.yaml document 2"),
+         W + "spec.nodeName/spec.nodeSelector are both missing; give exactly one of them"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, pullSecret="not a var"),
+         W + "spec.pullSecret 'not a var' is not a variable name"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, transport="docker"),
+         W + "spec.transport 'docker' is not one of"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, paused="yes"),
+         W + "spec.paused is 'yes', not true or false"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, nodeselector={}),
+         W + "spec.nodeselector is not a MachineImage spec field"),
+        (dict(mi("Web_Canary", where="f.yaml document 1", selector=WEB)),
+         "f.yaml document 1 (MachineImage 'Web_Canary'): metadata.name 'Web_Canary' is not a DNS-1123 subdomain"),
+        (dict(mi("x", where="f.yaml document 3", selector=WEB), kind="Pod"),
+         "f.yaml document 3 (MachineImage 'x'): kind 'Pod' is not MachineImage"),
+        (dict(mi("x", where="f.yaml document 3", selector=WEB), apiVersion="v1"),
+         "f.yaml document 3 (MachineImage 'x'): apiVersion 'v1' is not fleetos.io/v1alpha1"),
+        ({"apiVersion": "fleetos.io/v1alpha1", "kind": "MachineImage", "metadata": {}, "spec": {}},
+         "machine_images[0] (MachineImage without a name): metadata.name must be a non-empty string"),
+        ("text", "machine_images[0] is str, not a MachineImage mapping"),
+    ],
+)
+def test_invalid_objects(obj, message):
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet([obj])
+    assert caught.value.msg.startswith(message), caught.value.msg
+
+
+def test_tag_allowed_with_allow_tag():
+    result = MachineImageSet([mi("web", selector=WEB, image="reg/os:40", allowTag=True)]).resolve("n", {"pool": "web"})
+    assert (result["image"], result["digest"]) == ("reg/os:40", None)
+
+
+def test_duplicate_names():
+    objects = [mi("web", selector=WEB, where="b.yaml document 1"), mi("web", node_name="n", where="a.yaml document 4")]
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet(objects)
+    assert caught.value.msg == ("b.yaml document 1 (MachineImage 'web'): metadata.name is also used by "
+                                "a.yaml document 4; names must be unique")
+
+
+def test_conflict_names_host_and_both_objects():
+    objects = [mi("zone-a", selector=ZONE_A, where="z.yaml document 1"), mi("web", selector=WEB, where="w.yaml document 2")]
+    with pytest.raises(ConflictError) as caught:
+        MachineImageSet(objects).resolve("n1", {"pool": "web", "zone": "a"})
+    assert caught.value.msg == (
+        "host n1 matches 2 MachineImages at the selector level: 'web' (w.yaml document 2, spec.nodeSelector) and "
+        "'zone-a' (z.yaml document 1, spec.nodeSelector); make them disjoint or pin the host with spec.nodeName")
+    assert caught.value.details["objects"] == ["web", "zone-a"]
+
+
+def test_node_name_conflict():
+    with pytest.raises(ConflictError) as caught:
+        MachineImageSet([mi("b", node_name="n1"), mi("a", node_name="n1")]).resolve("n1", {})
+    assert caught.value.msg.startswith("host n1 matches 2 MachineImages at the nodeName level: "
+                                       "'a' (machine_images[1], spec.nodeName) and 'b' (machine_images[0], spec.nodeName)")
+
+
+@pytest.mark.parametrize(
+    ("defined", "pool_secret", "objects", "message"),
+    [
+        (set(), None, [mi("web", selector=WEB, pullSecret="sec", where="w.yaml document 1")],
+         "w.yaml document 1 (MachineImage 'web'): spec.pullSecret names the variable 'sec', which is not defined "
+         "for host n1"),
+        ({"other"}, "pool_sec", [],
+         "host n1: fleetos_pool_pull_secret names the variable 'pool_sec', which is not defined for the host"),
+    ],
+)
+def test_missing_pull_secret(defined, pool_secret, objects, message):
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet(objects).resolve("n1", {"pool": "web"}, pool_image=POOL, defined_vars=defined,
+                                         pool_pull_secret=pool_secret)
+    assert caught.value.msg == message
+
+
+def test_pool_image_must_be_pinned():
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet([]).resolve("n1", {}, pool_image="reg/os:latest")
+    assert caught.value.msg == "host n1: fleetos_pool_image 'reg/os:latest' is not digest-pinned (NAME@sha256:<64 hex>)"
+
+
+@pytest.mark.parametrize(
+    ("name", "group"),
+    [("web", "machine_image_web"), ("web-zone.c", "machine_image_web_zone_c")],
+)
+def test_group_name(name, group):
+    assert group_name(name) == group
+
+
+@pytest.mark.parametrize(
+    ("image", "parts"),
+    [("r/o@" + D1, ("r/o", D1)), ("r/o:40", ("r/o:40", None))],
+)
+def test_split_image(image, parts):
+    assert split_image(image) == parts
+
+
+def test_group_name_collision():
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet([mi("a-b", node_name="x"), mi("a.b", node_name="y")])
+    assert "metadata.name maps to the same inventory group machine_image_a_b" in caught.value.msg
+
+
+# ---- properties (hypothesis) -------------------------------------------------------
+
+KEYS = ["pool", "zone", "gpu", "rack"]
+VALUES = ["a", "b", "c", ""]
+HOSTS = ["n1", "n2", "n3"]
+
+requirement = st.one_of(
+    st.tuples(st.sampled_from(KEYS), st.sampled_from(["In", "NotIn"]),
+              st.lists(st.sampled_from(VALUES), min_size=1, max_size=3, unique=True)),
+    st.tuples(st.sampled_from(KEYS), st.sampled_from(["Exists", "DoesNotExist"]), st.just([])),
+)
+
+
+@st.composite
+def selector_st(draw):
+    labels = draw(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=2))
+    exprs = draw(st.lists(requirement, max_size=3))
+    if not labels and not exprs:
+        labels = {"pool": draw(st.sampled_from(VALUES))}
+    selector = {}
+    if labels:
+        selector["matchLabels"] = labels
+    if exprs:
+        selector["matchExpressions"] = [
+            dict({"key": k, "operator": op}, **({"values": v} if v else {})) for k, op, v in exprs]
+    return selector
+
+
+@st.composite
+def objects_st(draw):
+    count = draw(st.integers(min_value=0, max_value=6))
+    objects = []
+    for index in range(count):
+        if draw(st.booleans()):
+            objects.append(mi("o%d" % index, node_name=draw(st.sampled_from(HOSTS)),
+                              paused=draw(st.booleans()), where="gen.yaml document %d" % index))
+        else:
+            objects.append(mi("o%d" % index, selector=draw(selector_st()), paused=draw(st.booleans()),
+                              where="gen.yaml document %d" % index))
+    return objects
+
+
+labels_st = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=4)
+
+
+# Objects carry where they came from (as the manifest loaders annotate them): without it a
+# message can only name an object by its list position, which does depend on the order.
+def outcome(objects, host, labels):
+    try:
+        return ("ok", MachineImageSet(objects).resolve(host, labels, pool_image=POOL))
+    except ConflictError as exc:
+        return ("conflict", exc.msg)
+
+
+def reference(objects, host, labels):
+    """Linear scan without the index: which objects match, per level."""
+    by_name = [o["metadata"]["name"] for o in objects if o["spec"].get("nodeName") == host]
+    by_selector = [o["metadata"]["name"] for o in objects
+                   if "nodeSelector" in o["spec"] and compile_selector(o["spec"]["nodeSelector"]).matches(labels)]
+    return sorted(by_name), sorted(by_selector)
+
+
+@settings(max_examples=300, deadline=None)
+@given(objects=objects_st(), host=st.sampled_from(HOSTS), labels=labels_st, seed=st.integers(0, 2 ** 32 - 1))
+def test_result_does_not_depend_on_order(objects, host, labels, seed):
+    rng = random.Random(seed)
+    shuffled = list(objects)
+    rng.shuffle(shuffled)
+    items = list(labels.items())
+    rng.shuffle(items)
+    assert outcome(shuffled, host, dict(items)) == outcome(objects, host, labels)
+
+
+@settings(max_examples=300, deadline=None)
+@given(objects=objects_st(), host=st.sampled_from(HOSTS), labels=labels_st)
+def test_same_level_matches_raise_and_index_agrees_with_linear_scan(objects, host, labels):
+    by_name, by_selector = reference(objects, host, labels)
+    kind, value = outcome(objects, host, labels)
+    level = by_name or by_selector
+    if len(level) > 1:
+        assert kind == "conflict"
+        for name in level:
+            assert "'%s'" % name in value
+    else:
+        assert kind == "ok"
+        expected = ("nodeName" if by_name else "selector" if by_selector else "pool", level[0] if level else None)
+        assert (value["source"], value["name"]) == expected
