@@ -7,7 +7,9 @@ FLEETLAB := $(REPO_ROOT)/lab/fleetlab
 LAB_NODES ?= 3
 LAB_INVENTORY := $(REPO_ROOT)/inventories/lab/hosts.yml
 
-.PHONY: lab-up lab-down lab-status demo test-lab
+RUNTIME_COLLECTIONS := $(REPO_ROOT)/.build/runtime
+
+.PHONY: lab-up lab-down lab-status demo test-lab collection-runtime
 
 lab-up: deps venv ## Bring the lab fleet up (LAB_NODES, default 3)
 	$(FLEETLAB) up --nodes $(LAB_NODES)
@@ -18,8 +20,14 @@ lab-down: ## Stop the lab and remove all its state
 lab-status: ## The lab fleet's status table
 	$(FLEETLAB) status
 
-demo: lab-up ## Bring up a 3-node lab fleet and run the main job on it (today: the fleet status)
-	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 $(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml
+collection-runtime: ## Link the working tree where Ansible finds collections (.build/runtime)
+	@mkdir -p $(RUNTIME_COLLECTIONS)/ansible_collections/fleetos
+	@[[ -L $(RUNTIME_COLLECTIONS)/ansible_collections/fleetos/layering ]] || \
+		ln -s $(REPO_ROOT) $(RUNTIME_COLLECTIONS)/ansible_collections/fleetos/layering
+
+demo: lab-up collection-runtime ## Bring up a 3-node lab fleet and run the main job on it (today: the fleet status)
+	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(RUNTIME_COLLECTIONS) \
+		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml
 	$(FLEETLAB) status
 
 # The lab tests start the lab themselves (tests/lab/conftest.py) and take it down when
