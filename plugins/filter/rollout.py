@@ -1,0 +1,380 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Filters for the rolling rollout: budgets, waves and the report.
+
+Documented in the rollout_*.yml files next to this one. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from html import escape
+
+from ansible.errors import AnsibleFilterError
+
+_PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_INT_RE = re.compile(r"^\s*(\d+)\s*$")
+
+
+def rollout_budget(value, size, rounding="down", minimum=1):
+    """Turn a count or a percentage of ``size`` hosts into a host count.
+
+    ``value`` is an int (``2``), a digit string (``"2"``) or a percentage (``"25%"``).
+    A percentage is rounded ``down`` (a disruption budget, as Kubernetes rounds
+    maxUnavailable) or ``up`` (a failure threshold); the result is never below
+    ``minimum``.
+    """
+    if rounding not in ("down", "up"):
+        raise AnsibleFilterError("rollout_budget: rounding must be 'down' or 'up', not %r" % (rounding,))
+    try:
+        size = int(size)
+        minimum = int(minimum)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("rollout_budget: size and minimum must be integers, got %r and %r" % (size, minimum))
+    if size < 0:
+        raise AnsibleFilterError("rollout_budget: size must not be negative, got %d" % size)
+    if isinstance(value, bool):
+        raise AnsibleFilterError("rollout_budget: %r is not a count or a percentage such as 2 or '25%%'" % (value,))
+    if isinstance(value, int):
+        count = value
+    elif isinstance(value, str) and _INT_RE.match(value):
+        count = int(value)
+    elif isinstance(value, str) and _PERCENT_RE.match(value):
+        percent = float(_PERCENT_RE.match(value).group(1))
+        if percent > 100:
+            raise AnsibleFilterError("rollout_budget: %r is over 100%%" % (value,))
+        exact = percent * size / 100.0
+        # Round away float noise first (e.g. 29.999999 -> 30), then as asked.
+        exact = round(exact, 9)
+        count = int(math.floor(exact)) if rounding == "down" else int(math.ceil(exact))
+    else:
+        raise AnsibleFilterError("rollout_budget: %r is not a count or a percentage such as 2 or '25%%'" % (value,))
+    if count < 0:
+        raise AnsibleFilterError("rollout_budget: %r is negative" % (value,))
+    return max(count, minimum)
+
+
+def _check_hosts(hosts, name):
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("%s: the input must be a list of {host, pool} mappings" % name)
+    for item in hosts:
+        if not isinstance(item, dict) or "host" not in item or "pool" not in item:
+            raise AnsibleFilterError("%s: %r is not a mapping with host and pool" % (name, item))
+
+
+def _budget_of(budgets, pool, name):
+    if pool not in budgets:
+        raise AnsibleFilterError("%s: no budget for pool %r" % (name, pool))
+    budget = budgets[pool]
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise AnsibleFilterError("%s: the budget of pool %r must be a count >= 0, got %r" % (name, pool, budget))
+    return budget
+
+
+def rollout_pool_budgets(hosts):
+    """Pool -> max_unavailable as a count, from ``[{host, pool, max_unavailable}]``.
+
+    A percentage is taken of the number of hosts of the pool in ``hosts`` (rounded
+    down, at least 1). Hosts of one pool that disagree on the budget are an error.
+    """
+    _check_hosts(hosts, "rollout_pool_budgets")
+    raw = {}
+    size = {}
+    for item in hosts:
+        pool = item["pool"]
+        value = item.get("max_unavailable", 1)
+        if pool in raw and str(raw[pool][0]) != str(value):
+            raise AnsibleFilterError("rollout_pool_budgets: hosts %s and %s of pool %r have different budgets %r and %r"
+                                     % (raw[pool][1], item["host"], pool, raw[pool][0], value))
+        raw.setdefault(pool, (value, item["host"]))
+        size[pool] = size.get(pool, 0) + 1
+    return dict((pool, rollout_budget(raw[pool][0], size[pool])) for pool in raw)
+
+
+def _held_counts(held):
+    if held is None:
+        return {}
+    if isinstance(held, dict):
+        return held
+    if isinstance(held, (list, tuple)):
+        counts = {}
+        for pool in held:
+            counts[pool] = counts.get(pool, 0) + 1
+        return counts
+    raise AnsibleFilterError("rollout_next_wave: held must be a mapping of pool to count or a list of pools")
+
+
+def rollout_next_wave(pending, budgets, held=None, limit=None):
+    """The hosts that may start activating now.
+
+    ``pending``: hosts still to activate, in rollout order, each ``{host, pool}``.
+    ``budgets``: pool -> max_unavailable (int). ``held``: slots still held by hosts
+    that went down and never came back, as pool -> count or as a list with one pool
+    name per held slot. ``limit``: at most this many hosts in total (the canary), or
+    None. Pools are independent: each gets up to ``budget - held`` hosts, in the
+    order of ``pending``.
+    """
+    _check_hosts(pending, "rollout_next_wave")
+    held = _held_counts(held)
+    if limit is not None:
+        limit = int(limit)
+    free = {}
+    wave = []
+    for item in pending:
+        pool = item["pool"]
+        if pool not in free:
+            free[pool] = _budget_of(budgets, pool, "rollout_next_wave") - int(held.get(pool, 0))
+        if limit is not None and len(wave) >= limit:
+            break
+        if free[pool] > 0:
+            wave.append(item["host"])
+            free[pool] -= 1
+    return wave
+
+
+def rollout_waves(hosts, budgets, canary=0):
+    """The whole wave plan when every host succeeds: a list of lists of host names."""
+    _check_hosts(hosts, "rollout_waves")
+    pending = list(hosts)
+    canary = int(canary or 0)
+    waves = []
+    started = 0
+    while pending:
+        limit = canary - started if started < canary else None
+        wave = rollout_next_wave(pending, budgets, None, limit)
+        if not wave:
+            raise AnsibleFilterError("rollout_waves: pools %s have a budget of 0"
+                                     % ", ".join(sorted({i["pool"] for i in pending})))
+        waves.append(wave)
+        started += len(wave)
+        chosen = set(wave)
+        pending = [i for i in pending if i["host"] not in chosen]
+    return waves
+
+
+def _short(digest):
+    if not digest:
+        return "-"
+    return digest.split(":", 1)[-1][:12]
+
+
+def _cell(value):
+    text = "-" if value is None or value == "" else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt_ts(value, start):
+    if value is None or start is None:
+        return "-"
+    return "+%.1fs" % (float(value) - float(start))
+
+
+def rollout_report_markdown(report):
+    """A readable summary of a rollout report (the mapping written to rollout-report.json)."""
+    if not isinstance(report, dict) or "hosts" not in report:
+        raise AnsibleFilterError("rollout_report_markdown: the input must be a rollout report with 'hosts'")
+    start = report.get("started_at")
+    lines = ["# OS image rollout", ""]
+    lines.append("Started %s, %s hosts, result: **%s**." % (
+        report.get("started_at_text") or "-", len(report["hosts"]), report.get("result", "-")))
+    if report.get("stop_reason"):
+        lines.append("")
+        lines.append("Stopped: %s" % report["stop_reason"])
+    lines += ["", "## Pools", "", "| pool | budget | hosts | " + " | ".join(_STATUSES) + " |",
+              "|---|---|---|" + "---|" * len(_STATUSES)]
+    for name in sorted(report.get("pools", {})):
+        pool = report["pools"][name]
+        counts = pool.get("counts", {})
+        cells = " | ".join(str(counts.get(s, 0)) for s in _STATUSES)
+        lines.append("| %s | %s | %s | %s |" % (_cell(name), _cell(pool.get("max_unavailable")), pool.get("hosts", 0), cells))
+    waves = report.get("waves") or []
+    if waves:
+        lines += ["", "## Waves", ""]
+        for index, wave in enumerate(waves, 1):
+            lines.append("%d. %s" % (index, ", ".join(wave) if wave else "-"))
+    lines += ["", "## Hosts", "",
+              "| host | pool | status | old | new | staged at | reboot start | reboot end | verified |"
+              " rolled back | reason |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in report["hosts"]:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            _cell(row.get("host")), _cell(row.get("pool")), _cell(row.get("status")),
+            _short(row.get("old_digest")), _short(row.get("target_digest")),
+            _fmt_ts(row.get("staged_at"), start), _fmt_ts(row.get("reboot_start"), start),
+            _fmt_ts(row.get("reboot_end"), start), _fmt_ts(row.get("verified_at"), start),
+            "yes" if row.get("rolled_back") else "no", _cell(row.get("reason"))))
+    lines += ["", "Times are seconds after the start of the rollout. Timeline: rollout-timeline.svg.", ""]
+    return "\n".join(lines)
+
+
+# Every final status a host can have, in report order.
+_STATUSES = ("activated", "unchanged", "failed", "stage_failed", "not_activated", "skipped")
+
+_COLORS = {"stage": "#8ab4f8", "reboot": "#f28b82", "verify": "#81c995", "rollback": "#fbbc04"}
+
+
+def rollout_timeline_svg(report, width=900):
+    """An SVG timeline: one row per host, bars for stage, reboot and verify (and rollback)."""
+    if not isinstance(report, dict) or "hosts" not in report:
+        raise AnsibleFilterError("rollout_timeline_svg: the input must be a rollout report with 'hosts'")
+    rows = report["hosts"]
+    start = report.get("started_at")
+    keys = ("stage_start", "staged_at", "reboot_start", "reboot_end", "verified_at", "ended_at")
+    times = [float(r.get(k)) for r in rows for k in keys if r.get(k) is not None]
+    start = float(start) if start is not None else (min(times) if times else 0.0)
+    end = float(report.get("ended_at") or (max(times) if times else start + 1.0))
+    span = max(end - start, 1.0)
+    left, row_h, top = 150, 22, 40
+    plot = width - left - 20
+    height = top + row_h * len(rows) + 50
+
+    def x(t):
+        return left + plot * (float(t) - start) / span
+
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+           'font-size="12">' % (width, height),
+           '<title>OS image rollout timeline</title>',
+           '<text x="10" y="20" font-size="14">OS image rollout: %s hosts, %.1f s</text>' % (len(rows), span)]
+    for index, row in enumerate(rows):
+        y = top + index * row_h
+        label = (escape(str(row.get("host"))), escape(str(row.get("status"))))
+        out.append('<text x="10" y="%d">%s (%s)</text>' % ((y + 14,) + label))
+        bars = (("stage", row.get("stage_start"), row.get("staged_at")),
+                ("reboot", row.get("reboot_start"), row.get("reboot_end")),
+                ("verify", row.get("reboot_end"), row.get("verified_at")),
+                ("rollback", row.get("rollback_start"), row.get("rollback_end")))
+        for name, begin, finish in bars:
+            if begin is None or finish is None:
+                continue
+            x0 = x(begin)
+            w = max(x(finish) - x0, 1.0)
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s: %.1fs</title></rect>'
+                       % (x0, y + 3, w, row_h - 6, _COLORS[name], escape(str(row.get("host"))), name,
+                          float(finish) - float(begin)))
+    axis_y = top + row_h * len(rows) + 15
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>' % (left, axis_y, left + plot, axis_y))
+    for tick in range(0, 6):
+        t = span * tick / 5.0
+        tick_x = left + plot * tick / 5.0
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%.0fs</text>' % (tick_x, axis_y + 15, t))
+    legend_x = left
+    for name in ("stage", "reboot", "verify", "rollback"):
+        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
+                   % (legend_x, axis_y + 22, _COLORS[name], legend_x + 14, axis_y + 31, name))
+        legend_x += 90
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _get(mapping, key):
+    try:
+        value = mapping.get(key)
+    except Exception:  # pylint: disable=broad-except
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _num(value):
+    return None if value is None or value == "" else float(value)
+
+
+def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_at_text=None):
+    """Build the rollout report from each host's variables (``hostvars[host]``).
+
+    Reads ``inventory_hostname``, ``__fleetos_rollout_plan`` (action, pool, image,
+    target and old digests, reason), ``os_stage_result`` and ``os_activate_result``;
+    ``summary`` is ``os_activate_summary`` (waves, started, budgets, stop_reason).
+    """
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollout_report: the input must be a list of host variable mappings")
+    summary = summary if isinstance(summary, dict) else {}
+    started = set(summary.get("started") or [])
+    rows = []
+    for hv in hosts:
+        plan = _get(hv, "__fleetos_rollout_plan") or {}
+        host = plan.get("host") or hv.get("inventory_hostname")
+        action = plan.get("action")
+        stage = _get(hv, "os_stage_result") if action == "stage" else None
+        act = _get(hv, "os_activate_result") if host in started else None
+        row = {
+            "host": host, "pool": plan.get("pool"), "image": plan.get("image"), "action": action,
+            "old_digest": plan.get("old_digest"), "target_digest": plan.get("digest"),
+            "booted_digest": plan.get("old_digest"), "status": None, "reason": plan.get("reason"),
+            "stage_start": None, "staged_at": None, "stage_changed": False, "fetched_blobs": 0,
+            "reboot_start": None, "reboot_end": None, "verified": False, "verified_at": None,
+            "rolled_back": False, "rollback_start": None, "rollback_end": None, "slot_held": False,
+        }
+        if stage:
+            row.update(stage_start=_num(stage.get("stage_start")), staged_at=_num(stage.get("staged_at")),
+                       stage_changed=bool(stage.get("changed")), fetched_blobs=int(stage.get("fetched_blobs") or 0))
+        if action in ("skipped", "unchanged", "error"):
+            row["status"] = {"skipped": "skipped", "unchanged": "unchanged", "error": "failed"}[action]
+        elif stage and stage.get("status") != "staged":
+            row["status"] = "stage_failed"
+            row["reason"] = "stage failed, never rebooted: %s" % stage.get("error")
+        elif act:
+            row.update(reboot_start=_num(act.get("reboot_start")), reboot_end=_num(act.get("reboot_end")),
+                       verified_at=_num(act.get("verified_at")), rolled_back=bool(act.get("rolled_back")),
+                       rollback_start=_num(act.get("rollback_start")), rollback_end=_num(act.get("rollback_end")),
+                       slot_held=bool(act.get("holds_slot")))
+            row["verified"] = row["verified_at"] is not None
+            if act.get("old_digest"):
+                row["old_digest"] = act.get("old_digest")
+            if act.get("status") == "activated":
+                row["status"] = "activated"
+                row["booted_digest"] = act.get("booted_digest")
+                row["reason"] = "verified on the target digest"
+            else:
+                row["status"] = "failed"
+                row["booted_digest"] = act.get("booted_digest") if not act.get("holds_slot") else None
+                row["reason"] = act.get("reason") or "unreachable during the activation; its budget slot stays taken"
+                if act.get("status") == "started":
+                    row["slot_held"] = True
+        else:
+            row["status"] = "not_activated"
+            row["reason"] = "staged, not activated: %s" % (summary.get("stop_reason") or "activation was not requested")
+        times = [t for t in (row["staged_at"], row["reboot_end"], row["verified_at"], row["rollback_end"])
+                 if t is not None]
+        row["ended_at"] = max(times) if times else None
+        rows.append(row)
+    rows.sort(key=lambda r: str(r["host"]))
+    budgets = summary.get("budgets") or {}
+    pools = {}
+    for row in rows:
+        empty = {"hosts": 0, "max_unavailable": budgets.get(row["pool"]), "counts": dict((s, 0) for s in _STATUSES)}
+        pool = pools.setdefault(row["pool"] or "-", empty)
+        pool["hosts"] += 1
+        pool["counts"][row["status"]] += 1
+    bad = [r for r in rows if r["status"] in ("failed", "stage_failed", "not_activated")]
+    return {
+        "started_at": _num(started_at), "started_at_text": started_at_text, "ended_at": _num(ended_at),
+        "result": "failed" if bad else "success",
+        "stop_reason": summary.get("stop_reason"),
+        "max_failures": summary.get("max_failures"),
+        "waves": summary.get("waves") or [],
+        "pools": pools,
+        "counts": dict((s, sum(1 for r in rows if r["status"] == s)) for s in _STATUSES),
+        "reboots": sum(1 for r in rows if r["reboot_start"] is not None)
+        + sum(1 for r in rows if r["rollback_start"] is not None and r["rolled_back"]),
+        "hosts": rows,
+    }
+
+
+class FilterModule:
+    """Rollout planning and reporting."""
+
+    def filters(self):
+        return {
+            "rollout_budget": rollout_budget,
+            "rollout_next_wave": rollout_next_wave,
+            "rollout_pool_budgets": rollout_pool_budgets,
+            "rollout_report": rollout_report,
+            "rollout_waves": rollout_waves,
+            "rollout_report_markdown": rollout_report_markdown,
+            "rollout_timeline_svg": rollout_timeline_svg,
+        }

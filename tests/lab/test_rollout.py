@@ -1,0 +1,219 @@
+"""The rolling rollout (playbooks/rollout.yml) on lab nodes node05-node10 only.
+
+Two pools of three nodes each (blue: budget 2, green: budget 1) in an inventory of
+our own under tmp_path, so that the tests coexist with the other lab tests on
+node01-node04. Every test leaves its nodes booted on the lab's base image.
+"""
+
+import json
+import time
+import uuid
+
+import pytest
+import yaml
+
+from test_integration_targets import run_playbook
+from conftest import REPO
+
+NODES = ["node05", "node06", "node07", "node08", "node09", "node10"]
+POOLS = {"blue": ["node05", "node06", "node07"], "green": ["node08", "node09", "node10"]}
+BUDGETS = {"blue": 2, "green": 1}
+ROLLOUT = REPO / "playbooks" / "rollout.yml"
+ROLLBACK = REPO / "playbooks" / "rollback.yml"
+
+
+@pytest.fixture(scope="module")
+def fleet(lab):
+    lab.fleetlab("up", "--nodes", "10")
+    for node in NODES:
+        lab.fleetlab("fault", node, "clear")
+    tag = uuid.uuid4().hex[:8]
+    digest = lab.build_image("fleetos/rollout-test:%s" % tag, "--from", "fleetos/lab-os:1.0", "--size-mb", "2",
+                             "--version", "rollout-%s" % tag)
+    return {"tag_image": "%s/fleetos/rollout-test:%s" % (lab.registry, tag), "digest": digest}
+
+
+def _inventory(lab, path):
+    source = yaml.safe_load(lab.inventory.read_text())
+    hosts = {}
+
+    def walk(group):
+        for name, hostvars in (group.get("hosts") or {}).items():
+            hosts[name] = hostvars
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+
+    walk(source["all"])
+    allvars = dict(source["all"]["vars"])
+    allvars["fleetos_rollout_boot_time_command"] = allvars["fleetos_lab_boot_time_command"]
+    inventory = {"all": {"vars": allvars, "children": {"rollout_lab": {"children": {
+        pool: {"vars": {"fleetos_pool": pool, "fleetos_pool_max_unavailable": BUDGETS[pool]},
+               "hosts": {name: hosts[name] for name in names}}
+        for pool, names in POOLS.items()}}}}}
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return path
+
+
+class Fleet:
+    def __init__(self, lab, tmp_path):
+        self.lab = lab
+        self.tmp = tmp_path
+        self.inventory = _inventory(lab, tmp_path / "hosts.yml")
+
+    def play(self, playbook, *extra, report="report", check=True):
+        start = len(self.lab.journal())
+        began = time.time()
+        proc = _run(self.lab, self.inventory, playbook, "--forks", "20",
+                    "-e", "fleetos_report_dir=%s" % (self.tmp / report), *extra, check=check)
+        proc.wall = time.time() - began
+        proc.events = self.lab.journal()[start:]
+        path = self.tmp / report / "rollout-report.json"
+        proc.report = json.loads(path.read_text()) if path.exists() and playbook == ROLLOUT else None
+        return proc
+
+    def booted(self, node):
+        status = self.lab.rpm_ostree_status(node)
+        booted = [d for d in status["deployments"] if d.get("booted")][0]
+        return booted.get("container-image-reference-digest")
+
+    def staged(self, node):
+        status = self.lab.rpm_ostree_status(node)
+        return [d for d in status["deployments"] if d.get("staged")]
+
+    def restore(self, digest):
+        """Back to the base image: cancel staged deployments, roll back hosts on digest."""
+        for node in NODES:
+            self.lab.fleetlab("fault", node, "clear")
+        self.play(ROLLBACK, "-e", "fleetos_rollback_from=%s" % digest, report="restore")
+        for node in NODES:
+            assert self.booted(node) == self.lab.base_digest, node
+            assert not self.staged(node), node
+
+
+def _run(lab, inventory, playbook, *extra, check=True):
+    """run_playbook from test_integration_targets, with our own inventory."""
+    class _Lab:
+        pass
+
+    shim = _Lab()
+    shim.inventory = inventory
+    return run_playbook(shim, playbook, *extra, check=check)
+
+
+def _max_concurrent(intervals):
+    points = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    now = best = 0
+    for _, step in points:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def _journal_intervals(events, nodes):
+    """(reboot ts, next boot ts) per reboot of the nodes, from the lab journal."""
+    out = []
+    pending = {}
+    for event in events:
+        if event.get("node") not in nodes:
+            continue
+        if event["event"] == "reboot":
+            pending[event["node"]] = float(event["ts"])
+        elif event["event"] == "boot" and event["node"] in pending:
+            out.append((pending.pop(event["node"]), float(event["ts"])))
+    return out
+
+
+def _reboots(events):
+    return [e["node"] for e in events if e["event"] == "reboot" and e.get("node") in NODES]
+
+
+def test_rollout_happy_path_and_rerun(lab, fleet, tmp_path):
+    f = Fleet(lab, tmp_path)
+    try:
+        proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s" % fleet["tag_image"])
+        report = proc.report
+        assert report["result"] == "success", proc.stdout[-5000:]
+        assert report["counts"]["activated"] == 6
+        for node in NODES:
+            assert f.booted(node) == fleet["digest"], node
+        # The tag was resolved once: every host got the same digest.
+        assert {r["target_digest"] for r in report["hosts"]} == {fleet["digest"]}
+        assert {r["old_digest"] for r in report["hosts"]} == {lab.base_digest}
+        # One reboot per changed node, no more.
+        assert sorted(_reboots(proc.events)) == NODES
+        # At no instant is a pool over its budget: from the journal (reboot -> boot) and from
+        # the report (reboot start -> verified healthy).
+        for pool, names in POOLS.items():
+            assert _max_concurrent(_journal_intervals(proc.events, names)) <= BUDGETS[pool], pool
+            spans = [(r["reboot_start"], r["verified_at"]) for r in report["hosts"] if r["host"] in names]
+            assert _max_concurrent(spans) <= BUDGETS[pool], pool
+        # The budget is used: blue reboots two at once in the first wave.
+        assert report["waves"][0] == ["node05", "node06", "node08"]
+        assert len(report["waves"]) == 3
+        # Staging ran on every host before the first reboot.
+        first_reboot = min(r["reboot_start"] for r in report["hosts"])
+        assert max(r["staged_at"] for r in report["hosts"]) < first_reboot
+        for name in ("rollout-report.md", "rollout-timeline.svg"):
+            assert (tmp_path / "report" / name).stat().st_size > 200
+
+        # The rerun on the converged fleet: nothing pulled, staged or rebooted, changed=0.
+        again = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s" % fleet["tag_image"], report="rerun")
+        assert again.report["counts"]["unchanged"] == 6
+        assert _reboots(again.events) == []
+        assert [e for e in again.events if e["event"] == "blob_read" and e.get("node") in NODES] == []
+        recap = [line for line in again.stdout.splitlines() if " : ok=" in line]
+        assert len(recap) == 7 and all("changed=0" in line for line in recap), "\n".join(recap)
+        print("happy path: %.1f s for 6 nodes, budgets %s, %d reboots; rerun %.1f s"
+              % (proc.wall, BUDGETS, len(_reboots(proc.events)), again.wall))
+    finally:
+        f.restore(fleet["digest"])
+
+
+def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
+    f = Fleet(lab, tmp_path)
+    try:
+        lab.fleetlab("fault", "node06", "fail-health")
+        proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s@%s" % (fleet["tag_image"].rsplit(":", 1)[0],
+                                                                    fleet["digest"]),
+                      "-e", "fleetos_rollout_health_command=lab-health", "-e", "fleetos_rollout_health_retries=1",
+                      "-e", "fleetos_rollout_max_failures=1", check=False)
+        assert proc.returncode != 0
+        rows = {r["host"]: r for r in proc.report["hosts"]}
+        assert rows["node06"]["status"] == "failed" and rows["node06"]["rolled_back"]
+        assert "lab-health" in rows["node06"]["reason"] or "health" in rows["node06"]["reason"]
+        assert f.booted("node06") == lab.base_digest
+        # The first wave (node05, node06, node08) ran; then the rollout stopped at max_failures.
+        assert rows["node05"]["status"] == rows["node08"]["status"] == "activated"
+        for node in ("node07", "node09", "node10"):
+            assert rows[node]["status"] == "not_activated", node
+            assert "max_failures" in rows[node]["reason"]
+            assert f.booted(node) == lab.base_digest
+            assert f.staged(node), node
+        assert "node06" in proc.report["stop_reason"]
+        # node06 rebooted twice (activation, rollback), node05 and node08 once, the others never.
+        assert sorted(_reboots(proc.events)) == ["node05", "node06", "node06", "node08"]
+        assert "node06" in (tmp_path / "report" / "rollout-report.md").read_text()
+    finally:
+        f.restore(fleet["digest"])
+
+
+def test_rollout_registry_down_during_stage_reboots_nothing(lab, fleet, tmp_path):
+    f = Fleet(lab, tmp_path)
+    pinned = "%s@%s" % (fleet["tag_image"].rsplit(":", 1)[0], fleet["digest"])
+    lab.fleetlab("registry", "stop")
+    try:
+        proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s" % pinned, check=False)
+    finally:
+        lab.fleetlab("registry", "start")
+    try:
+        assert proc.returncode != 0
+        rows = {r["host"]: r for r in proc.report["hosts"]}
+        failed = [n for n in NODES if rows[n]["status"] == "stage_failed"]
+        assert failed, proc.stdout[-3000:]
+        assert all(rows[n]["reboot_start"] is None for n in failed)
+        # No host whose stage failed was rebooted (here: none at all).
+        assert not set(_reboots(proc.events)) & set(failed)
+        for node in failed:
+            assert f.booted(node) == lab.base_digest
+    finally:
+        f.restore(fleet["digest"])

@@ -1,0 +1,208 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the rollout filters: budgets, the wave planner and the report."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.fleetos.layering.plugins.filter import rollout
+
+
+def hosts(spec):
+    """'a:n1,n2 b:n3' -> [{host: n1, pool: a}, ...] in that order."""
+    out = []
+    for group in spec.split():
+        pool, names = group.split(":")
+        out += [{"host": name, "pool": pool} for name in names.split(",")]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("value", "size", "rounding", "expected"),
+    [
+        (1, 10, "down", 1),
+        ("3", 10, "down", 3),
+        ("25%", 12, "down", 3),
+        ("25%", 10, "down", 2),
+        ("25%", 10, "up", 3),
+        ("10%", 3, "down", 1),  # floor is 0, the minimum keeps a small pool moving
+        ("30%", 10, "down", 3),  # 30 * 10 / 100 is 2.9999... in floats
+        ("100%", 7, "down", 7),
+        ("0%", 7, "up", 1),
+        (" 50 % ", 4, "down", 2),
+        (0, 5, "down", 1),
+    ],
+)
+def test_rollout_budget(value, size, rounding, expected):
+    assert rollout.rollout_budget(value, size, rounding=rounding) == expected
+
+
+def test_rollout_budget_minimum_zero():
+    assert rollout.rollout_budget("10%", 3, minimum=0) == 0
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", -1, "150%", True, None, 1.5, "1.5"])
+def test_rollout_budget_rejects(value):
+    with pytest.raises(AnsibleFilterError, match="rollout_budget"):
+        rollout.rollout_budget(value, 10)
+
+
+@pytest.mark.parametrize(
+    ("pending", "budgets", "held", "limit", "expected"),
+    [
+        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, None, None, ["n1", "n2", "n4"]),
+        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, {"a": 1}, None, ["n1", "n4"]),
+        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, ["a", "a"], None, ["n4"]),
+        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, ["a", "a", "b"], None, []),
+        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, None, 1, ["n1"]),
+        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, None, 0, []),
+        ("b:n4 a:n1,n2", {"a": 5, "b": 5}, None, None, ["n4", "n1", "n2"]),
+        ("", {}, None, None, []),
+    ],
+)
+def test_rollout_next_wave(pending, budgets, held, limit, expected):
+    assert rollout.rollout_next_wave(hosts(pending), budgets, held=held, limit=limit) == expected
+
+
+def test_rollout_next_wave_unknown_pool():
+    with pytest.raises(AnsibleFilterError, match="no budget for pool 'c'"):
+        rollout.rollout_next_wave(hosts("c:n1"), {"a": 1})
+
+
+@pytest.mark.parametrize("bad", [[{"host": "n1"}], "n1", [["n1", "a"]]])
+def test_rollout_next_wave_bad_input(bad):
+    with pytest.raises(AnsibleFilterError, match="rollout_next_wave"):
+        rollout.rollout_next_wave(bad, {"a": 1})
+
+
+@pytest.mark.parametrize(
+    ("spec", "budgets", "canary", "expected"),
+    [
+        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 2, "b": 1}, 0, [["n1", "n2", "n4"], ["n3", "n5"], ["n6"]]),
+        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 3, "b": 3}, 0, [["n1", "n2", "n3", "n4", "n5", "n6"]]),
+        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 2, "b": 1}, 1, [["n1"], ["n2", "n3", "n4"], ["n5"], ["n6"]]),
+        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 2, "b": 2}, 3, [["n1", "n2", "n4"], ["n3", "n5", "n6"]]),
+        ("a:n1,n2,n3", {"a": 1}, 0, [["n1"], ["n2"], ["n3"]]),
+    ],
+)
+def test_rollout_waves(spec, budgets, canary, expected):
+    waves = rollout.rollout_waves(hosts(spec), budgets, canary=canary)
+    assert waves == expected
+    # Every host once, and no wave over a pool's budget.
+    pool_of = {i["host"]: i["pool"] for i in hosts(spec)}
+    assert sorted(h for w in waves for h in w) == sorted(pool_of)
+    for wave in waves:
+        for pool, budget in budgets.items():
+            assert sum(1 for h in wave if pool_of[h] == pool) <= budget
+
+
+def test_rollout_waves_zero_budget():
+    with pytest.raises(AnsibleFilterError, match="pools a have a budget of 0"):
+        rollout.rollout_waves(hosts("a:n1"), {"a": 0})
+
+
+def test_rollout_pool_budgets():
+    items = [dict(h, max_unavailable="50%") for h in hosts("a:n1,n2,n3,n4")]
+    items += [dict(h, max_unavailable=1) for h in hosts("b:n5,n6")]
+    items.append({"host": "n7", "pool": "c"})
+    assert rollout.rollout_pool_budgets(items) == {"a": 2, "b": 1, "c": 1}
+
+
+def test_rollout_pool_budgets_disagree():
+    items = [{"host": "n1", "pool": "a", "max_unavailable": 1}, {"host": "n2", "pool": "a", "max_unavailable": 2}]
+    with pytest.raises(AnsibleFilterError, match="n1 and n2 of pool 'a'"):
+        rollout.rollout_pool_budgets(items)
+
+
+D_OLD = "sha256:" + "a" * 64
+D_NEW = "sha256:" + "b" * 64
+
+
+def _plan(host, pool, action):
+    return {"host": host, "pool": pool, "action": action, "image": "r/os@" + D_NEW, "digest": D_NEW,
+            "old_digest": D_OLD, "reason": "pool default"}
+
+
+def _fleet():
+    staged = {"status": "staged", "changed": True, "stage_start": 100.0, "staged_at": 110.0, "fetched_blobs": 2}
+    ok = {"status": "activated", "holds_slot": False, "reboot_start": 120.0, "reboot_end": 125.0,
+          "verified_at": 127.0, "old_digest": D_OLD, "booted_digest": D_NEW, "rolled_back": False}
+    rolled = {"status": "failed", "holds_slot": False, "reboot_start": 120.0, "reboot_end": 126.0,
+              "verified_at": None, "rolled_back": True, "rollback_start": 128.0, "rollback_end": 135.0,
+              "old_digest": D_OLD, "booted_digest": D_OLD, "reason": "health: lab-health failed; rolled back"}
+    down = {"status": "failed", "holds_slot": True, "reboot_start": 120.0, "reboot_end": None,
+            "old_digest": D_OLD, "reason": "did not come back within 20 s"}
+    return [
+        {"inventory_hostname": "n1", "__fleetos_rollout_plan": _plan("n1", "a", "stage"), "os_stage_result": staged,
+         "os_activate_result": ok},
+        {"inventory_hostname": "n2", "__fleetos_rollout_plan": _plan("n2", "a", "stage"), "os_stage_result": staged,
+         "os_activate_result": rolled},
+        {"inventory_hostname": "n3", "__fleetos_rollout_plan": _plan("n3", "b", "stage"), "os_stage_result": staged,
+         "os_activate_result": down},
+        {"inventory_hostname": "n4", "__fleetos_rollout_plan": _plan("n4", "b", "stage"), "os_stage_result": staged},
+        {"inventory_hostname": "n5", "__fleetos_rollout_plan": _plan("n5", "b", "stage"),
+         "os_stage_result": {"status": "failed", "error": "registry down"}},
+        {"inventory_hostname": "n6", "__fleetos_rollout_plan": _plan("n6", "c", "unchanged")},
+        {"inventory_hostname": "n7", "__fleetos_rollout_plan": _plan("n7", "c", "skipped")},
+        # Staged earlier, in the activation list, but it went unreachable before recording anything.
+        {"inventory_hostname": "n8", "__fleetos_rollout_plan": _plan("n8", "c", "activate"),
+         "os_activate_result": {"status": "started", "holds_slot": True, "reboot_start": None}},
+    ]
+
+
+def test_rollout_report():
+    summary = {"started": ["n1", "n2", "n3", "n8"], "waves": [["n1", "n3"], ["n2", "n8"]],
+               "budgets": {"a": 1, "b": 1, "c": 1}, "stop_reason": "2 activation(s) failed", "max_failures": 2}
+    report = rollout.rollout_report(_fleet(), summary, started_at=90, ended_at=140, started_at_text="t0")
+    status = {r["host"]: r["status"] for r in report["hosts"]}
+    assert status == {"n1": "activated", "n2": "failed", "n3": "failed", "n4": "not_activated",
+                      "n5": "stage_failed", "n6": "unchanged", "n7": "skipped", "n8": "failed"}
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rows["n2"]["rolled_back"] and rows["n2"]["booted_digest"] == D_OLD
+    assert rows["n3"]["slot_held"] and rows["n8"]["slot_held"] and not rows["n2"]["slot_held"]
+    assert "2 activation(s) failed" in rows["n4"]["reason"]
+    assert "registry down" in rows["n5"]["reason"] and rows["n5"]["reboot_start"] is None
+    assert rows["n1"]["verified"] and rows["n1"]["staged_at"] == 110.0 and rows["n1"]["ended_at"] == 127.0
+    assert report["result"] == "failed"
+    assert report["reboots"] == 4  # n1, n2, n3 activations and n2's rollback
+    assert report["pools"]["b"]["counts"]["not_activated"] == 1
+    assert report["pools"]["b"]["counts"]["stage_failed"] == 1
+    assert report["pools"]["a"]["max_unavailable"] == 1
+    assert report["counts"]["failed"] == 3
+    json.dumps(report)
+
+
+def test_rollout_report_success_and_render():
+    fleet = _fleet()[:1] + _fleet()[5:6]
+    report = rollout.rollout_report(fleet, {"started": ["n1"], "waves": [["n1"]], "budgets": {"a": 1}},
+                                    started_at=90, ended_at=140, started_at_text="t0")
+    assert report["result"] == "success" and report["stop_reason"] is None
+    text = rollout.rollout_report_markdown(report)
+    assert "| n1 | a | activated | aaaaaaaaaaaa | bbbbbbbbbbbb | +20.0s | +30.0s | +35.0s | +37.0s | no |" in text
+    assert "1. n1" in text
+    svg = rollout.rollout_timeline_svg(report)
+    root = ET.fromstring(svg)
+    rects = [e for e in root.iter("{http://www.w3.org/2000/svg}rect") if e.find("{http://www.w3.org/2000/svg}title") is not None]
+    # n1: stage, reboot, verify bars; n6 (unchanged) has none.
+    assert [r.find("{http://www.w3.org/2000/svg}title").text.split(":")[0] for r in rects] == \
+        ["n1 stage", "n1 reboot", "n1 verify"]
+    stage = rects[0]
+    assert float(stage.get("x")) == pytest.approx(150 + 730 * (100 - 90) / 50.0)
+
+
+@pytest.mark.parametrize("func", [rollout.rollout_report_markdown, rollout.rollout_timeline_svg])
+def test_render_rejects_non_report(func):
+    with pytest.raises(AnsibleFilterError):
+        func({"nope": 1})
+
+
+def test_filters_registered():
+    names = set(rollout.FilterModule().filters())
+    assert names == {"rollout_budget", "rollout_next_wave", "rollout_pool_budgets", "rollout_waves",
+                     "rollout_report", "rollout_report_markdown", "rollout_timeline_svg"}
