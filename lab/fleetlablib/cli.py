@@ -229,6 +229,14 @@ def cmd_fault(args):
 
 def cmd_registry(args):
     _require_root()
+    if args.action == "user":
+        if not args.user:
+            raise LabError("registry user needs NAME (the password is read from stdin)")
+        registry.add_user(args.user, sys.stdin.readline().rstrip("\n"))
+        print("fleetlab: registry user %s added" % args.user)
+        return 0
+    if args.user:
+        raise LabError("registry %s takes no NAME" % args.action)
     if args.action == "stop":
         registry.stop()
     else:
@@ -270,9 +278,15 @@ def cmd_shape(args):
     lab = read_json(state_dir() / "lab.json")
     if not lab:
         raise LabError("the lab is not up: run 'fleetlab up'")
-    for name in sorted(lab["nodes"]):
+    names = sorted(lab["nodes"])
+    if args.nodes:
+        wanted = [n.strip() for n in args.nodes.split(",") if n.strip()]
+        for name in wanted:
+            nodes.node_info(name)
+        names = wanted
+    for name in names:
         net.shape_node_link(name, None if args.rate == "off" else args.rate)
-    print("fleetlab: node links %s" % ("unshaped" if args.rate == "off" else "shaped to " + args.rate))
+    print("fleetlab: %d node links %s" % (len(names), "unshaped" if args.rate == "off" else "shaped to " + args.rate))
     return 0
 
 
@@ -323,8 +337,9 @@ def build_parser():
     fault.add_argument("seconds", nargs="?")
     fault.set_defaults(func=cmd_fault)
 
-    reg = sub.add_parser("registry", help="stop or start the lab registry")
-    reg.add_argument("action", choices=["stop", "start"])
+    reg = sub.add_parser("registry", help="stop or start the lab registry, or add a user (password on stdin)")
+    reg.add_argument("action", choices=["stop", "start", "user"])
+    reg.add_argument("user", nargs="?", default=None)
     reg.set_defaults(func=cmd_registry)
 
     fl = sub.add_parser("fleetlock", help="the lab's FleetLock server: status, slots, reset")
@@ -339,6 +354,7 @@ def build_parser():
 
     shape = sub.add_parser("shape", help="shape every node link, e.g. 80mbit, or off")
     shape.add_argument("rate")
+    shape.add_argument("--nodes", default=None, help="comma-separated nodes (default: all)")
     shape.set_defaults(func=cmd_shape)
 
     internal = sub.add_parser("_supervise")

@@ -266,9 +266,9 @@ def supervise(name):
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
-    lab = read_json(state_dir() / "lab.json", {})
     first = True
     while not stopping["flag"]:
+        lab = read_json(state_dir() / "lab.json", {})
         while fault_path(name, "no-boot").exists() and not stopping["flag"]:
             time.sleep(0.2)
         delay = _read_float(fault_path(name, "slow-boot"))

@@ -211,6 +211,23 @@ def stop():
     journal("registry_stop")
 
 
+def add_user(name, password):
+    """Add (or replace) a registry user; the password comes from stdin, never argv."""
+    if not re.match(r"^[a-z][a-z0-9_-]{0,31}$", name):
+        raise LabError("registry user name %r must be lowercase letters, digits, '-' or '_'" % name)
+    if not password or "\n" in password:
+        raise LabError("the password for registry user %r must be one non-empty line on stdin" % name)
+    htpasswd = reg_dir() / "htpasswd"
+    if not htpasswd.exists():
+        raise LabError("the lab registry is not set up: run 'fleetlab up' first")
+    run(["htpasswd", "-B", "-i", str(htpasswd), name], input_text=password + "\n")
+    if running():
+        # docker-registry reads its htpasswd file when it starts.
+        stop()
+        start()
+    journal("registry_user", user=name)
+
+
 def _client_node(ip):
     try:
         host = int(ip.rsplit(".", 1)[1])
