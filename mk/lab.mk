@@ -25,9 +25,22 @@ collection-runtime: ## Link the working tree where Ansible finds collections (.b
 	@[[ -L $(RUNTIME_COLLECTIONS)/ansible_collections/fleetos/layering ]] || \
 		ln -s $(REPO_ROOT) $(RUNTIME_COLLECTIONS)/ansible_collections/fleetos/layering
 
-demo: lab-up collection-runtime ## Bring up a 3-node lab fleet and run the main job on it (today: the fleet status)
+DEMO_NODES := $(shell seq -s, -f 'node%02g' 1 $(LAB_NODES))
+DEMO_REPORT := $(REPO_ROOT)/.build/demo-report
+
+demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll it out, show the report and status
+	@$(FLEETLAB) image list | grep '^fleetos/lab-os:1.1 ' >/dev/null || \
+		$(FLEETLAB) image build fleetos/lab-os:1.1 --from fleetos/lab-os:1.0 --label fleetos.io/demo=true
 	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(RUNTIME_COLLECTIONS) \
-		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml
+		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/rollout.yml --forks 10 \
+		--limit $(DEMO_NODES),localhost \
+		-e 'fleetos_rollout_image={{ fleetos_lab_registry }}/fleetos/lab-os:1.1' \
+		-e 'fleetos_rollout_boot_time_command={{ fleetos_lab_boot_time_command }}' \
+		-e fleetos_report_dir=$(DEMO_REPORT)
+	@cat $(DEMO_REPORT)/rollout-report.md
+	@echo "demo: report in $(DEMO_REPORT) (rollout-report.json, rollout-report.md, rollout-timeline.svg)"
+	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(RUNTIME_COLLECTIONS) \
+		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml --limit $(DEMO_NODES),localhost
 	$(FLEETLAB) status
 
 # The lab tests start the lab themselves (tests/lab/conftest.py) and take it down when
