@@ -43,9 +43,11 @@ demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll 
 		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml --limit $(DEMO_NODES),localhost
 	$(FLEETLAB) status
 
-# The lab tests start the lab themselves (tests/lab/conftest.py) and take it down when
-# they started it. Zero collected tests is a failure, never a silent pass.
-test-lab: deps venv ## Lab tests: conformance of the rpm-ostree stand-in and the fleet on real namespaces
+# The lab tests start a fresh lab themselves (tests/lab/conftest.py; a lab left by
+# `make demo` is taken down first, so every run starts from the same fleet) and take
+# it down at the end. Zero collected tests is a failure, never a silent pass.
+test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules and playbooks on the lab
+	$(FLEETLAB) down
 	@cd $(REPO_ROOT); rc=0; \
 	FLEETLAB_DOWN_TEST=1 $(VENV_BIN)/python -m pytest -p no:cacheprovider tests/lab || rc=$$?; \
 	if (( rc == 5 )); then \
