@@ -18,7 +18,10 @@ REPO_DIR = LAB_DIR.parent
 NODE_OVERLAY = LAB_DIR / "node" / "usr"
 BOOT_SCRIPT = LAB_DIR / "node" / "boot.sh"
 
-LAB_NETNS = "fleetlab"
+# The lab's network namespace; its nodes' namespaces are LAB_NETNS-nodeNN. Another name
+# (FLEETLAB_NETNS, with its own FLEETLAB_STATE) runs a second lab beside the first: the
+# addresses repeat, but inside separate namespaces.
+LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")
 BRIDGE = "flbr0"
 SUBNET_PREFIX = "198.51.100."
 PREFIX_LEN = 24
@@ -35,6 +38,10 @@ NODE_NAME_RE = re.compile(r"^node(\d{2,3})$")
 
 class LabError(Exception):
     """An error the CLI reports as one line."""
+
+
+if not re.match(r"^[a-z][a-z0-9]{0,11}$", LAB_NETNS):
+    raise SystemExit("fleetlab: error: FLEETLAB_NETNS %r must be 1-12 lowercase letters and digits" % LAB_NETNS)
 
 
 def state_dir():
@@ -61,7 +68,7 @@ def node_ip(index):
 
 
 def node_netns(name):
-    return "fleetlab-" + name
+    return LAB_NETNS + "-" + name
 
 
 def node_veth(name):

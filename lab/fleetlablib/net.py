@@ -85,4 +85,4 @@ def lab_netns_names():
         names = os.listdir("/run/netns")
     except FileNotFoundError:
         return []
-    return sorted(n for n in names if n == LAB_NETNS or n.startswith("fleetlab-"))
+    return sorted(n for n in names if n == LAB_NETNS or n.startswith(LAB_NETNS + "-"))

@@ -16,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FLEETLAB = REPO / "lab" / "fleetlab"
 STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
+LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")
 VENV_BIN = Path(sys.executable).parent
 NODES = 4
 

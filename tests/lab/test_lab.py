@@ -9,7 +9,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import FLEETLAB
+from conftest import FLEETLAB, LAB_NETNS
 
 
 def _one_line_error(proc):
@@ -231,7 +231,7 @@ def test_registry_stop_start_and_port_taken(lab):
     down = lab.exec(node, "skopeo inspect --authfile /etc/ostree/auth.json docker://%s" % lab.base_image,
                     check=False)
     assert down.returncode != 0
-    squatter = subprocess.Popen(["ip", "netns", "exec", "fleetlab", "nc", "-l", "-k", "-s", "198.51.100.1",
+    squatter = subprocess.Popen(["ip", "netns", "exec", LAB_NETNS, "nc", "-l", "-k", "-s", "198.51.100.1",
                                  "-p", lab.registry.split(":")[1]],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -332,7 +332,7 @@ def test_up_grows_then_down_leaves_nothing_behind(lab):
     assert not lab.state.exists()
     assert not lab.inventory.exists()
     netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
-    assert [n for n in netns if n == "fleetlab" or n.startswith("fleetlab-")] == []
+    assert [n for n in netns if n == LAB_NETNS or n.startswith(LAB_NETNS + "-")] == []
     with open("/proc/self/mountinfo") as handle:
         assert [line for line in handle if state in line] == []
     leftovers = []
@@ -345,6 +345,6 @@ def test_up_grows_then_down_leaves_nothing_behind(lab):
             root = os.readlink("/proc/%s/root" % pid)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        if "fleetlab _" in cmdline or state in cmdline or root.startswith(state):
+        if str(FLEETLAB) + " _" in cmdline or state in cmdline or root.startswith(state):
             leftovers.append((pid, cmdline))
     assert leftovers == []

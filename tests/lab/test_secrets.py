@@ -10,6 +10,7 @@ credentials, unknown CA, registry down, each one sentence and nothing staged.
 import base64
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -56,8 +57,8 @@ class ArgvWatcher(threading.Thread):
 
 @pytest.fixture(scope="module")
 def secret_user(lab):
-    proc = __import__("subprocess").run([str(REPO / "lab" / "fleetlab"), "registry", "user", USER],
-                                        input=PASSWORD + "\n", text=True, capture_output=True, check=False)
+    proc = subprocess.run([str(REPO / "lab" / "fleetlab"), "registry", "user", USER],
+                          input=PASSWORD + "\n", text=True, capture_output=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert PASSWORD not in (lab.state / "registry" / "registry.log").read_text()
     return USER
