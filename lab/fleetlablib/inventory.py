@@ -47,6 +47,8 @@ def write(lab):
         "ansible_ssh_common_args": "-o ProxyCommand='%s' -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
         " -o ServerAliveInterval=3 -o ServerAliveCountMax=3" % (proxy, known),
         "ansible_python_interpreter": "/usr/bin/python3",
+        # ssh multiplexing sockets per lab: two labs use the same node addresses.
+        "ansible_control_path_dir": str(state_dir() / "ssh" / "cp"),
         "fleetos_lab_registry": registry.address(),
         "fleetos_lab_base_image": lab.get("base_image_ref", ""),
         "fleetos_lab_boot_time_command": "cat /run/lab-boot-id",
