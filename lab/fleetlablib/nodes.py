@@ -303,9 +303,11 @@ def supervise(name):
         if stopping["flag"] and child:
             _term(signal.SIGTERM, None)
         request = ndir / "control" / "reboot-request"
+        restarted = False
         while proc.poll() is None:
             if request.exists() and child:
                 _restart(name, child)
+                restarted = True
                 try:
                     request.unlink()
                 except FileNotFoundError:
@@ -316,7 +318,8 @@ def supervise(name):
             (ndir / "init.pid").unlink()
         except FileNotFoundError:
             pass
-        if rc not in (0, 137, 143) and not stopping["flag"]:
+        # A reboot (PID 1 killed on request) ends unshare with a non-zero status: expected.
+        if rc not in (0, 137, 143) and not stopping["flag"] and not restarted:
             journal("boot_failed", node=name, rc=rc)
             time.sleep(1)
     return 0
