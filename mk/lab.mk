@@ -40,7 +40,8 @@ demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll 
 	@cat $(DEMO_REPORT)/rollout-report.md
 	@echo "demo: report in $(DEMO_REPORT) (rollout-report.json, rollout-report.md, rollout-timeline.svg)"
 	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(RUNTIME_COLLECTIONS) \
-		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml --limit $(DEMO_NODES),localhost
+		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml --limit $(DEMO_NODES),localhost \
+		-e fleetos_status_json=$(DEMO_REPORT)/fleet-status.json
 	$(FLEETLAB) status
 
 # The lab tests start a fresh lab themselves (tests/lab/conftest.py; a lab left by
