@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Rollout wall time against a naive playbook and against the floor, on lab nodes.
+
+One run, on N lab nodes (default node12..node23) in two pools, each pool with
+fleetos_pool_max_unavailable = --budget (3), every node booted on the lab base image v1:
+
+1. playbooks/rollout.yml to v2 (built here: --from fleetos/lab-os:1.0 --size-mb 50);
+2. a no-op rerun of it on the converged fleet: wall time, registry blob reads, reboots;
+3. back to v1 (playbooks/rollback.yml), then bench/naive-rollout.yml (serial: 3,
+   rpm-ostree rebase + reboot) to v2', a second image built the same way with its own
+   random 50 MB layer, so the naive run pulls as many bytes as the rollout did (the
+   nodes' layer cache keeps v2's layer, not v2''s);
+4. back to v1 again.
+
+The floor is the slowest single stage of the rollout (stage_start -> staged_at in its
+report) plus ceil(N / budget) reboots, a reboot being the median reboot -> boot span
+in the lab journal during the rollout. Byte figures are the journal's blob_read events
+of the bench nodes.
+
+The lab is made to behave like a fleet (DESIGN.md, "Figures the project is measured
+by"): each bench node's link is shaped (--rate, 80mbit) and every boot of a bench node is
+delayed (--boot-delay, 10 s: fleetlab fault NODE slow-boot). Both are undone at the end
+and the nodes are left on v1. Prints figures and writes
+bench/results/rollout-<timestamp>.json; not a pass/fail test (exit 1 only when
+something broke).
+
+  .venv/bin/python bench/rollout.py [--nodes node12,...,node23] [--budget 3]
+      [--pools 2] [--boot-delay 10] [--rate 80mbit] [--size-mb 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+FLEETLAB = REPO / "lab" / "fleetlab"
+STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
+JOURNAL = STATE / "journal.jsonl"
+VENV_BIN = REPO / ".venv" / "bin"
+ROLLOUT = REPO / "playbooks" / "rollout.yml"
+ROLLBACK = REPO / "playbooks" / "rollback.yml"
+NAIVE = REPO / "bench" / "naive-rollout.yml"
+RESULTS = REPO / "bench" / "results"
+BASE = "fleetos/lab-os:1.0"
+REPOSITORY = "fleetos/bench-rollout"
+DEFAULT_NODES = ",".join("node%02d" % i for i in range(12, 24))
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(message):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), message), file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# the lab
+
+
+def fleetlab(*args, check=True, timeout=900):
+    proc = subprocess.run([str(FLEETLAB)] + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise BenchError("fleetlab %s failed (rc=%d): %s%s" % (" ".join(map(str, args)), proc.returncode,
+                                                             proc.stdout[-2000:], proc.stderr[-2000:]))
+    return proc
+
+
+def lab_info():
+    path = STATE / "lab.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def ensure_nodes(nodes):
+    """fleetlab up with enough nodes; it only adds nodes, existing ones are kept."""
+    info = lab_info()
+    have = len(info["nodes"]) if info else 0
+    want = max([have] + [int(re.sub(r"\D", "", n)) for n in nodes])
+    fleetlab("up", "--nodes", want)
+    missing = [n for n in nodes if n not in lab_info()["nodes"]]
+    if missing:
+        raise BenchError("the lab has no nodes %s" % ", ".join(missing))
+
+
+def status(nodes):
+    data = json.loads(fleetlab("status", "--json").stdout)
+    if not data.get("registry_running"):
+        raise BenchError("the lab registry is not running")
+    rows = {r["node"]: r for r in data["nodes"]}
+    return {n: rows[n] for n in nodes}
+
+
+def built_images():
+    return json.loads((STATE / "images" / "built.json").read_text())
+
+
+def manifest_layers(digest):
+    """(digest, size) of the layers of an image built by fleetlab, from its local OCI layout."""
+    algo, hexd = digest.split(":", 1)
+    manifest = json.loads((STATE / "images" / "oci" / "blobs" / algo / hexd).read_text())
+    return [(layer["digest"], int(layer["size"])) for layer in manifest["layers"]], \
+        (manifest["config"]["digest"], int(manifest["config"]["size"]))
+
+
+def build_image(name_tag, size_mb):
+    proc = fleetlab("image", "build", name_tag, "--from", BASE, "--size-mb", size_mb, "--json")
+    return json.loads(proc.stdout)
+
+
+class Journal:
+    """The lab's events journal from a byte offset on (other sessions append to it too)."""
+
+    def __init__(self):
+        self.offset = JOURNAL.stat().st_size
+
+    def events(self, nodes):
+        with open(JOURNAL, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        out = []
+        for line in data.split(b"\n")[:-1]:   # complete lines only
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("node") in nodes:
+                out.append(event)
+        return out
+
+
+def reboot_spans(events):
+    """(node, reboot ts, next boot ts) for each reboot in the events."""
+    pending, out = {}, []
+    for event in events:
+        if event["event"] == "reboot":
+            pending[event["node"]] = float(event["ts"])
+        elif event["event"] == "boot" and event["node"] in pending:
+            out.append((event["node"], pending.pop(event["node"]), float(event["ts"])))
+    return out
+
+
+def max_concurrent(spans):
+    points = sorted([(s, 1) for _, s, _ in spans] + [(e, -1) for _, _, e in spans], key=lambda p: (p[0], p[1]))
+    now = best = 0
+    for _, step in points:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def blob_bytes(events):
+    per_node = {}
+    for event in events:
+        if event["event"] == "blob_read":
+            per_node[event["node"]] = per_node.get(event["node"], 0) + int(event.get("bytes") or 0)
+    return per_node
+
+
+# --------------------------------------------------------------------------
+# ansible
+
+
+def collections_path():
+    """ANSIBLE_COLLECTIONS_PATH that loads fleetos.layering from this working tree."""
+    runtime = REPO / ".build" / "runtime"
+    link = runtime / "ansible_collections" / "fleetos" / "layering"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(REPO)
+    return runtime
+
+
+def write_inventory(path, nodes, pools, budget):
+    """An inventory of the bench nodes only: the lab's host vars, pools of our own."""
+    source = yaml.safe_load((REPO / "inventories" / "lab" / "hosts.yml").read_text())
+    hosts = {}
+
+    def walk(group):
+        for name, hostvars in (group.get("hosts") or {}).items():
+            hosts[name] = hostvars
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+
+    walk(source["all"])
+    allvars = dict(source["all"]["vars"])
+    allvars["fleetos_rollout_boot_time_command"] = allvars["fleetos_lab_boot_time_command"]
+    members = {"bench_%s" % chr(ord("a") + i): nodes[i::pools] for i in range(pools)}
+    inventory = {"all": {"vars": allvars, "children": {"bench_rollout": {"children": {
+        group: {"vars": {"fleetos_pool": group.replace("_", "-"), "fleetos_pool_max_unavailable": budget},
+                "hosts": {name: hosts[name] for name in names}}
+        for group, names in members.items() if names}}}}}
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return {group.replace("_", "-"): names for group, names in members.items() if names}
+
+
+def playbook(inventory, book, log_path, *extra, forks):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_DEPRECATION_WARNINGS="False",
+               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_RETRY_FILES_ENABLED="False")
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(book), "--forks", str(forks)] + list(extra)
+    began = time.monotonic()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=3600, env=env, cwd=str(REPO), check=False)
+    proc.wall = time.monotonic() - began
+    log_path.write_text(proc.stdout)
+    proc.recap = {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)),
+                               "unreachable": int(m.group(4)), "failed": int(m.group(5))}
+                  for m in (RECAP.match(line) for line in proc.stdout.splitlines()) if m}
+    if proc.returncode != 0:
+        raise BenchError("%s failed (rc=%d); log: %s\n%s" % (book.name, proc.returncode, log_path,
+                                                             proc.stdout[-3000:]))
+    return proc
+
+
+# --------------------------------------------------------------------------
+# the bench
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.stamp = stamp
+        self.run_dir = RESULTS / ("rollout-%s" % stamp)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.inventory = self.run_dir / "hosts.yml"
+        self.forks = max(args.forks or 0, len(self.nodes))
+        self.shaped = False
+        self.faulted = False
+
+    # -- lab settings
+    def shape(self, on):
+        fleetlab("shape", self.args.rate if on else "off", "--nodes", ",".join(self.nodes))
+        self.shaped = on
+
+    def slow_boot(self, on):
+        for node in self.nodes:
+            if on and self.args.boot_delay > 0:
+                fleetlab("fault", node, "slow-boot", self.args.boot_delay)
+            else:
+                fleetlab("fault", node, "clear")
+        self.faulted = on
+
+    def check_base(self, what):
+        rows = status(self.nodes)
+        bad = ["%s: %s booted %s, staged %s" % (n, r["state"], r["digest"], r["staged"]) for n, r in rows.items()
+               if r["state"] != "up" or r["digest"] != self.base_digest or r["staged"]]
+        if bad:
+            raise BenchError("%s: nodes not on v1 with nothing staged:\n  %s" % (what, "\n  ".join(bad)))
+
+    def restore(self, digests, label):
+        """Back to v1: cancel staged deployments, roll back hosts booted on each digest."""
+        for digest in digests:
+            playbook(self.inventory, ROLLBACK, self.run_dir / ("%s-%s.log" % (label, digest[7:19])),
+                     "-e", "fleetos_rollback_from=%s" % digest,
+                     "-e", "fleetos_report_dir=%s" % (self.run_dir / label), forks=self.forks)
+
+    # -- the run
+    def run(self):
+        a = self.args
+        ensure_nodes(self.nodes)
+        self.base_digest = built_images()[BASE]["digest"]
+        registry = lab_info()["registry"]
+        self.pools = write_inventory(self.inventory, self.nodes, a.pools, a.budget)
+        for node in self.nodes:            # leftovers of an interrupted run
+            fleetlab("fault", node, "clear")
+        self.check_base("before the bench")
+
+        tag = "%s-%s" % (self.stamp, uuid.uuid4().hex[:6])
+        log("building v2 and v2' (%d MB layer each)" % a.size_mb)
+        v2 = build_image("%s:%s-v2" % (REPOSITORY, tag), a.size_mb)
+        v2n = build_image("%s:%s-v2n" % (REPOSITORY, tag), a.size_mb)
+        base_layers = {d for d, _ in manifest_layers(self.base_digest)[0]}
+        layer_bytes = {}
+        for name, rec in (("v2", v2), ("v2n", v2n)):
+            layers, config = manifest_layers(rec["digest"])
+            layer_bytes[name] = {"changed_layers": sum(s for d, s in layers if d not in base_layers),
+                                 "config": config[1], "image_total": sum(s for _, s in layers) + config[1]}
+        v2_tag = "%s/%s:%s-v2" % (registry, REPOSITORY, tag)
+        v2n_tag = "%s/%s:%s-v2n" % (registry, REPOSITORY, tag)
+
+        self.shape(True)
+        self.slow_boot(True)
+
+        log("rollout v1 -> v2 on %d nodes" % len(self.nodes))
+        j = Journal()
+        ro = playbook(self.inventory, ROLLOUT, self.run_dir / "rollout.log", "-e", "fleetos_rollout_image=%s" % v2_tag,
+                      "-e", "fleetos_report_dir=%s" % (self.run_dir / "rollout"), forks=self.forks)
+        ro_events = j.events(set(self.nodes))
+        report = json.loads((self.run_dir / "rollout" / "rollout-report.json").read_text())
+
+        log("no-op rerun")
+        j = Journal()
+        rr = playbook(self.inventory, ROLLOUT, self.run_dir / "rerun.log", "-e", "fleetos_rollout_image=%s" % v2_tag,
+                      "-e", "fleetos_report_dir=%s" % (self.run_dir / "rerun"), forks=self.forks)
+        rr_events = j.events(set(self.nodes))
+        rr_report = json.loads((self.run_dir / "rerun" / "rollout-report.json").read_text())
+
+        log("back to v1 (rollback.yml, boot delay off)")
+        self.slow_boot(False)
+        self.restore([v2["digest"]], "restore-1")
+        self.check_base("after the first restore")
+        self.slow_boot(True)
+
+        log("naive rollout v1 -> v2' (serial: 3)")
+        j = Journal()
+        nv = playbook(self.inventory, NAIVE, self.run_dir / "naive.log",
+                      "-e", "bench_naive_ref=ostree-unverified-registry:%s" % v2n_tag, forks=self.forks)
+        nv_events = j.events(set(self.nodes))
+        naive_booted = status(self.nodes)
+
+        log("back to v1")
+        self.slow_boot(False)
+        self.restore([v2n["digest"]], "restore-2")
+        self.shape(False)
+        self.check_base("after the bench")
+
+        return self.figures(v2, v2n, layer_bytes, report, rr_report, ro, rr, nv,
+                            ro_events, rr_events, nv_events, naive_booted)
+
+    def figures(self, v2, v2n, layer_bytes, report, rr_report, ro, rr, nv, ro_events, rr_events, nv_events,
+                naive_booted):
+        a, n = self.args, len(self.nodes)
+        rows = report["hosts"]
+        changed = [r["host"] for r in rows if r["status"] == "activated"]
+        stages = {r["host"]: r["staged_at"] - r["stage_start"] for r in rows
+                  if r["stage_start"] is not None and r["staged_at"] is not None}
+        ro_spans = reboot_spans(ro_events)
+        nv_spans = reboot_spans(nv_events)
+        reboot_s = [end - start for _, start, end in ro_spans]
+        reboot_median = statistics.median(reboot_s) if reboot_s else 0.0
+        slowest = max(stages.values()) if stages else 0.0
+        rounds = math.ceil(n / a.budget)
+        floor = slowest + rounds * reboot_median
+        pooled_rounds = max(math.ceil(len(names) / a.budget) for names in self.pools.values())
+        ro_bytes = blob_bytes(ro_events)
+        nv_bytes = blob_bytes(nv_events)
+        rr_bytes = blob_bytes(rr_events)
+        ro_reboots = [e["node"] for e in ro_events if e["event"] == "reboot"]
+        nv_reboots = [e["node"] for e in nv_events if e["event"] == "reboot"]
+        rr_reboots = [e["node"] for e in rr_events if e["event"] == "reboot"]
+        naive_ok = all(r["digest"] == v2n["digest"] for r in naive_booted.values())
+        pool_max = {pool: max_concurrent([s for s in ro_spans if s[0] in names]) for pool, names in self.pools.items()}
+
+        def per_host(per_node):
+            values = [per_node.get(node, 0) for node in self.nodes]
+            return {"min": min(values), "median": statistics.median(values), "max": max(values),
+                    "per_node": {node: per_node.get(node, 0) for node in self.nodes}}
+
+        return {
+            "timestamp": self.stamp,
+            "settings": {
+                "nodes": self.nodes, "n": n, "pools": self.pools, "budget_per_pool": a.budget,
+                "naive_serial": 3, "link_rate": a.rate, "tbf": "burst 64kb latency 200ms",
+                "boot_delay_s": a.boot_delay, "layer_mb": a.size_mb, "forks": self.forks,
+                "cpus": len(os.sched_getaffinity(0)),
+                "v2": {"image": "%s:%s" % (v2["reference"], v2["tag"]), "digest": v2["digest"]},
+                "v2_naive": {"image": "%s:%s" % (v2n["reference"], v2n["tag"]), "digest": v2n["digest"]},
+                "naive_image_note": "the naive run pulls v2', built like v2 with its own random layer of the same "
+                                    "size, so both runs pull one new layer (the layer cache keeps v2's)",
+            },
+            "rollout": {
+                "wall_s": round(ro.wall, 2), "result": report["result"], "counts": report["counts"],
+                "waves": report["waves"], "reboots": len(ro_reboots), "changed_hosts": len(changed),
+                "reboots_per_changed_host": round(len(ro_reboots) / len(changed), 2) if changed else None,
+                "max_concurrent_down_per_pool": pool_max,
+                "max_concurrent_down_fleet": max_concurrent(ro_spans),
+                "stage_s": {"min": round(min(stages.values()), 2), "max": round(slowest, 2),
+                            "median": round(statistics.median(stages.values()), 2)} if stages else None,
+                "bytes_pulled_per_host": per_host(ro_bytes),
+            },
+            "naive": {
+                "wall_s": round(nv.wall, 2), "reboots": len(nv_reboots),
+                "all_booted_on_v2_naive": naive_ok,
+                "max_concurrent_down_fleet": max_concurrent(nv_spans),
+                "bytes_pulled_per_host": per_host(nv_bytes),
+                "reboot_s_median": round(statistics.median([e - s for _, s, e in nv_spans]), 2) if nv_spans else None,
+            },
+            "floor": {
+                "wall_s": round(floor, 2), "slowest_stage_s": round(slowest, 2),
+                "reboot_s_median": round(reboot_median, 2),
+                "reboot_s_min": round(min(reboot_s), 2) if reboot_s else None,
+                "reboot_s_max": round(max(reboot_s), 2) if reboot_s else None,
+                "reboot_rounds": rounds, "formula": "slowest stage + ceil(N / budget) x median reboot (journal)",
+                "pooled_wall_s": round(slowest + pooled_rounds * reboot_median, 2),
+                "pooled_reboot_rounds": pooled_rounds,
+                "pooled_note": "each pool has its own budget, so the rollout may reboot budget x pools at once; "
+                               "pooled floor = slowest stage + max over pools ceil(pool size / budget) reboots",
+            },
+            "rerun": {
+                "wall_s": round(rr.wall, 2), "blob_reads": sum(1 for e in rr_events if e["event"] == "blob_read"),
+                "blob_bytes": sum(rr_bytes.values()), "reboots": len(rr_reboots),
+                "counts": rr_report["counts"], "changed": sum(r["changed"] for r in rr.recap.values()),
+            },
+            "layer_bytes": layer_bytes,
+            "ratios": {
+                "rollout_over_naive": round(ro.wall / nv.wall, 3),
+                "rollout_over_floor": round(ro.wall / floor, 3) if floor else None,
+                "rollout_over_pooled_floor": round(ro.wall / (slowest + pooled_rounds * reboot_median), 3)
+                if floor else None,
+                "bytes_per_host_over_layer": round(statistics.median(ro_bytes.get(x, 0) for x in self.nodes)
+                                                   / layer_bytes["v2"]["changed_layers"], 3),
+            },
+        }
+
+    def cleanup(self):
+        """Best effort: no faults, no shaping, nodes back on v1."""
+        problems = []
+        for step in (lambda: self.slow_boot(False), lambda: self.shape(False)):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - report every cleanup problem
+                problems.append(str(exc))
+        try:
+            rows = status(self.nodes)
+            off = sorted({r["digest"] for r in rows.values() if r["digest"] != self.base_digest})
+            if off or any(r["staged"] for r in rows.values()):
+                log("restoring nodes to v1 after a failure")
+                # A digest no node boots: the rollback then only cancels staged deployments.
+                self.restore(off or ["sha256:" + "0" * 64], "restore-cleanup")
+            self.check_base("cleanup")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(str(exc))
+        return problems
+
+
+def mb(value):
+    return "%.1f MB" % (value / 1e6)
+
+
+def show(res):
+    s, ro, nv, fl, rr, r, lb = (res[k] for k in ("settings", "rollout", "naive", "floor", "rerun", "ratios",
+                                                    "layer_bytes"))
+    pools = ", ".join("%s=%d" % (p, len(ns)) for p, ns in s["pools"].items())
+    print("bench/rollout.py  %s" % res["timestamp"])
+    print("settings: %d nodes (%s..%s), pools %s, fleetos_pool_max_unavailable=%d, naive serial=%d, forks=%d"
+          % (s["n"], s["nodes"][0], s["nodes"][-1], pools, s["budget_per_pool"], s["naive_serial"], s["forks"]))
+    print("          links %s (tbf %s), boot delay %s s (fleetlab fault slow-boot), v1 -> v2 +%d MB layer, %d CPUs"
+          % (s["link_rate"], s["tbf"], s["boot_delay_s"], s["layer_mb"], s["cpus"]))
+    print("          naive run pulls v2' (same size, its own layer)")
+    print("rollout : %7.1f s  %s, %d waves, %d reboots / %d changed hosts, max down per pool %s, fleet %d"
+          % (ro["wall_s"], ro["result"], len(ro["waves"]), ro["reboots"], ro["changed_hosts"],
+             ro["max_concurrent_down_per_pool"], ro["max_concurrent_down_fleet"]))
+    print("naive   : %7.1f s  %d reboots, max down %d, all on v2': %s"
+          % (nv["wall_s"], nv["reboots"], nv["max_concurrent_down_fleet"], nv["all_booted_on_v2_naive"]))
+    print("floor   : %7.1f s  slowest stage %.1f s + %d x reboot %.1f s (journal median; min %.1f, max %.1f)"
+          % (fl["wall_s"], fl["slowest_stage_s"], fl["reboot_rounds"], fl["reboot_s_median"],
+             fl["reboot_s_min"] or 0, fl["reboot_s_max"] or 0))
+    print("          pooled floor %.1f s (%d reboot rounds: budget per pool x %d pools)"
+          % (fl["pooled_wall_s"], fl["pooled_reboot_rounds"], len(s["pools"])))
+    print("rerun   : %7.1f s  %d blob reads (%d bytes), %d reboots, changed=%d, counts %s"
+          % (rr["wall_s"], rr["blob_reads"], rr["blob_bytes"], rr["reboots"], rr["changed"],
+             {k: v for k, v in rr["counts"].items() if v}))
+    print("bytes   : rollout pulled %s per host (median; min %s, max %s), naive %s; changed layer %s (v2), %s (v2')"
+          % (mb(ro["bytes_pulled_per_host"]["median"]), mb(ro["bytes_pulled_per_host"]["min"]),
+             mb(ro["bytes_pulled_per_host"]["max"]), mb(nv["bytes_pulled_per_host"]["median"]),
+             mb(lb["v2"]["changed_layers"]), mb(lb["v2n"]["changed_layers"])))
+    print("ratios  : rollout/naive %.3f   rollout/floor %.3f   rollout/pooled floor %.3f   bytes per host/layer %.3f"
+          % (r["rollout_over_naive"], r["rollout_over_floor"], r["rollout_over_pooled_floor"],
+             r["bytes_per_host_over_layer"]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default=DEFAULT_NODES, help="comma-separated lab nodes (default node12..node23)")
+    parser.add_argument("--pools", type=int, default=2, help="pools the nodes are dealt into (default 2)")
+    parser.add_argument("--budget", type=int, default=3, help="fleetos_pool_max_unavailable of each pool (3)")
+    parser.add_argument("--boot-delay", type=float, default=10, help="seconds each boot is delayed (10; 0: none)")
+    parser.add_argument("--rate", default="80mbit", help="each bench node's link rate (80mbit)")
+    parser.add_argument("--size-mb", type=int, default=50, help="size of the layer v2 adds (50)")
+    parser.add_argument("--forks", type=int, default=0, help="ansible forks (default: the number of nodes)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/rollout.py: the lab needs root")
+    if args.pools < 1 or args.budget < 1:
+        sys.exit("bench/rollout.py: --pools and --budget must be at least 1")
+    bench = Bench(args)
+    result, error = None, None
+    try:
+        result = bench.run()
+    except (BenchError, subprocess.TimeoutExpired) as exc:
+        error = str(exc)
+    except Exception:  # noqa: BLE001 - a bug in the bench: clean up, then show it
+        import traceback
+        error = traceback.format_exc()
+    finally:
+        problems = bench.cleanup() if hasattr(bench, "base_digest") else []
+    if result:
+        result["cleanup_problems"] = problems
+        path = RESULTS / ("rollout-%s.json" % bench.stamp)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        show(result)
+        print("json    : %s (logs and reports: %s)" % (path.relative_to(REPO), bench.run_dir.relative_to(REPO)))
+    if error:
+        print("bench/rollout.py: error: %s" % error, file=sys.stderr)
+    for problem in problems:
+        print("bench/rollout.py: cleanup: %s" % problem, file=sys.stderr)
+    return 1 if error or problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
