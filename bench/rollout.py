@@ -48,6 +48,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+from fleetlablib.inventory import read_hosts  # noqa: E402  (the lab's inventory reader)
+
 REPO = Path(__file__).resolve().parents[1]
 FLEETLAB = REPO / "lab" / "fleetlab"
 STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
@@ -190,18 +193,7 @@ def collections_path():
 
 def write_inventory(path, nodes, pools, budget):
     """An inventory of the bench nodes only: the lab's host vars, pools of our own."""
-    source = yaml.safe_load((REPO / "inventories" / "lab" / "hosts.yml").read_text())
-    hosts = {}
-
-    def walk(group):
-        for name, hostvars in (group.get("hosts") or {}).items():
-            hosts[name] = hostvars
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
-
-    walk(source["all"])
-    allvars = dict(source["all"]["vars"])
-    allvars["fleetos_rollout_boot_time_command"] = allvars["fleetos_lab_boot_time_command"]
+    hosts, allvars = read_hosts(REPO / "inventories" / "lab" / "hosts.yml")
     members = {"bench_%s" % chr(ord("a") + i): nodes[i::pools] for i in range(pools)}
     inventory = {"all": {"vars": allvars, "children": {"bench_rollout": {"children": {
         group: {"vars": {"fleetos_pool": group.replace("_", "-"), "fleetos_pool_max_unavailable": budget},

@@ -12,7 +12,6 @@ from pathlib import Path
 from . import fleetlock, images, inventory, net, nodes, registry
 from .common import (
     BASE_IMAGE,
-    LAB_NETNS,
     MAX_NODES,
     LabError,
     StateLock,
@@ -25,7 +24,6 @@ from .common import (
     read_json,
     run,
     state_dir,
-    write_file,
 )
 
 

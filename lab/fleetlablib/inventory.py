@@ -1,6 +1,7 @@
 """The Ansible inventory the lab writes for its fleet (inventories/lab/hosts.yml)."""
 
 import json
+from pathlib import Path
 
 from . import registry
 from .common import LAB_NETNS, inventory_dir, state_dir, write_file
@@ -70,3 +71,26 @@ def write_known_hosts(lab, host_keys):
         if name in host_keys:
             lines.append("%s %s" % (info["address"], host_keys[name]))
     write_file(state_dir() / "ssh" / "known_hosts", "\n".join(lines) + "\n")
+
+
+def read_hosts(path=None):
+    """(hosts, all_vars) of a lab inventory: each host's vars, and the connection vars for all.
+
+    Tests and benchmarks use it to write inventories of their own over some lab nodes;
+    all_vars gains `fleetos_rollout_boot_time_command`, the lab's boot id command.
+    """
+    import yaml  # the venv's PyYAML; fleetlab itself never needs it
+
+    source = yaml.safe_load((Path(path) if path else inventory_dir() / "hosts.yml").read_text())
+    hosts = {}
+
+    def walk(group):
+        for name, hostvars in (group.get("hosts") or {}).items():
+            hosts[name] = hostvars
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+
+    walk(source["all"])
+    all_vars = dict(source["all"]["vars"])
+    all_vars["fleetos_rollout_boot_time_command"] = all_vars["fleetos_lab_boot_time_command"]
+    return hosts, all_vars

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "lab"))
+
+from fleetlablib.inventory import read_hosts  # noqa: E402,F401  (re-exported for the tests)
 FLEETLAB = REPO / "lab" / "fleetlab"
 STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
 LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")

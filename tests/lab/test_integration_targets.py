@@ -8,7 +8,6 @@ symlink at .build/runtime/ansible_collections/fleetos/layering.
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from test_integration_targets import run_playbook
-from conftest import REPO
+from conftest import REPO, read_hosts
 
 NODES = ["node05", "node06", "node07", "node08", "node09", "node10"]
 POOLS = {"blue": ["node05", "node06", "node07"], "green": ["node08", "node09", "node10"]}
@@ -34,18 +34,7 @@ def fleet(lab):
 
 
 def _inventory(lab, path):
-    source = yaml.safe_load(lab.inventory.read_text())
-    hosts = {}
-
-    def walk(group):
-        for name, hostvars in (group.get("hosts") or {}).items():
-            hosts[name] = hostvars
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
-
-    walk(source["all"])
-    allvars = dict(source["all"]["vars"])
-    allvars["fleetos_rollout_boot_time_command"] = allvars["fleetos_lab_boot_time_command"]
+    hosts, allvars = read_hosts(lab.inventory)
     inventory = {"all": {"vars": allvars, "children": {"rollout_lab": {"children": {
         pool: {"vars": {"fleetos_pool": pool, "fleetos_pool_max_unavailable": BUDGETS[pool]},
                "hosts": {name: hosts[name] for name in names}}

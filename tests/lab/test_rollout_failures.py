@@ -14,7 +14,7 @@ import time
 
 import yaml
 
-from conftest import REPO, VENV_BIN, collections_path
+from conftest import REPO, VENV_BIN, collections_path, read_hosts
 from test_rollout import (BUDGETS, NODES, POOLS, ROLLOUT, Fleet, _journal_intervals, _max_concurrent,
                           _reboots, fleet)  # noqa: F401 (fleet is the module fixture)
 
@@ -25,18 +25,7 @@ def _pinned(fleet):
 
 def _write_inventory(lab, path, pools, budgets, pool_vars=None):
     """Our inventory: the lab's connection vars, pools of our own naming."""
-    source = yaml.safe_load(lab.inventory.read_text())
-    hosts = {}
-
-    def walk(group):
-        for name, hostvars in (group.get("hosts") or {}).items():
-            hosts[name] = hostvars
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
-
-    walk(source["all"])
-    allvars = dict(source["all"]["vars"])
-    allvars["fleetos_rollout_boot_time_command"] = allvars["fleetos_lab_boot_time_command"]
+    hosts, allvars = read_hosts(lab.inventory)
     children = {}
     for pool, names in pools.items():
         gvars = {"fleetos_pool": pool, "fleetos_pool_max_unavailable": budgets[pool]}
