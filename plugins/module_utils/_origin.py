@@ -364,14 +364,28 @@ def _copy_attributes(fd, st, src_path):
                 pass
 
 
-def _write_new_file(path, data, st, src_path):
-    fd = _open_new(path, st.st_mode & 0o7777)
-    try:
-        _copy_attributes(fd, st, src_path)
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_unique(candidates, data, st, src_path, made, what):
+    """Create the first free name of candidates (O_EXCL) with data; return that name.
+
+    Each file is recorded in ``made`` as soon as it exists, so the caller can remove it
+    when a later step fails, even if writing it failed halfway.
+    """
+    for name in candidates:
+        try:
+            fd = _open_new(name, st.st_mode & 0o7777)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                continue
+            raise
+        made.append(name)
+        try:
+            _copy_attributes(fd, st, src_path)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return name
+    raise OSError(errno.EEXIST, "no free %s file name" % what)
 
 
 def _fsync_dir(directory):
@@ -408,37 +422,10 @@ def write_atomic(path, data, backup=False):
         if backup:
             with open(path, "rb") as handle:
                 original = handle.read()
-            for attempt in range(100):
-                candidate = backup_name(path) + ("" if attempt == 0 else ".%d" % attempt)
-                try:
-                    _write_new_file(candidate, original, st, path)
-                except OSError as exc:
-                    if exc.errno == errno.EEXIST:
-                        continue
-                    raise
-                backup_path = candidate
-                made.append(candidate)
-                break
-            else:
-                raise OSError(errno.EEXIST, "no free backup file name")
-        for attempt in range(100):
-            tmp = os.path.join(directory, ".%s.%d.%d.tmp" % (base, os.getpid(), attempt))
-            try:
-                fd = _open_new(tmp, st.st_mode & 0o7777)
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    continue
-                raise
-            made.append(tmp)
-            try:
-                _copy_attributes(fd, st, path)
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            break
-        else:
-            raise OSError(errno.EEXIST, "no free temporary file name")
+            backups = (backup_name(path) + ("" if attempt == 0 else ".%d" % attempt) for attempt in range(100))
+            backup_path = _write_unique(backups, original, st, path, made, "backup")
+        temps = (os.path.join(directory, ".%s.%d.%d.tmp" % (base, os.getpid(), attempt)) for attempt in range(100))
+        tmp = _write_unique(temps, data, st, path, made, "temporary")
         os.replace(tmp, path)
         made = []
         _fsync_dir(directory)
