@@ -17,6 +17,9 @@ An rpm-ostree image reference is ``TRANSPORT:NAME`` where the transport is one o
 
 and ``NAME`` is ``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``. A plain
 ``NAME`` without a transport is accepted as well (transport ``None``).
+
+OpenShift's old pivot tool named a legacy oscontainer in a custom origin URL,
+``pivot://NAME@sha256:<64 hex>``; :func:`parse_pivot` reads those.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ UNVERIFIED_IMAGE = "ostree-unverified-image"
 REMOTE_REGISTRY = "ostree-remote-registry"
 REMOTE_IMAGE = "ostree-remote-image"
 IMAGE_SIGNED = "ostree-image-signed"
+
+# The scheme of the custom origin URL OpenShift's pivot tool wrote for legacy oscontainers.
+PIVOT_SCHEME = "pivot://"
+PIVOT = "pivot"
 
 TRANSPORTS = (UNVERIFIED_REGISTRY, UNVERIFIED_IMAGE, REMOTE_REGISTRY, REMOTE_IMAGE, IMAGE_SIGNED)
 # Transports whose NAME is written after a "docker://" prefix.
@@ -240,6 +247,35 @@ def parse(text):
     registry, repository, tag, digest, implicit = parse_name(rest, text)
     return ImageRef(transport=transport, remote=remote, registry=registry, repository=repository,
                     tag=tag, digest=digest, registry_implicit=implicit)
+
+
+def parse_pivot(url):
+    """The image named by a custom origin URL ``pivot://NAME@sha256:...``, or None.
+
+    None when the URL is not a pivot URL, or names no valid digest-pinned image: a
+    custom origin is free text, and only a pinned image can be compared by digest.
+    """
+    if not isinstance(url, str) or not url.startswith(PIVOT_SCHEME):
+        return None
+    try:
+        registry, repository, tag, digest, implicit = parse_name(url[len(PIVOT_SCHEME):], url)
+    except InvalidInputError:
+        return None
+    if digest is None:
+        return None
+    return ImageRef(transport=PIVOT, remote=None, registry=registry, repository=repository,
+                    tag=tag, digest=digest, registry_implicit=implicit)
+
+
+def pivot_url(image):
+    """The pivot custom origin URL of a digest-pinned plain image: ``pivot://NAME@sha256:...``."""
+    ref = parse(image)
+    if ref.transport is not None or ref.digest is None:
+        raise InvalidInputError(
+            "image '%s' cannot name a legacy oscontainer: expected registry/repository@sha256:... "
+            "without a transport" % image
+        )
+    return "%s%s@%s" % (PIVOT_SCHEME, ref.name, ref.digest)
 
 
 def from_image(image, transport="registry", remote=None):

@@ -50,11 +50,25 @@ def _is_busy(stdout, stderr):
 # status parsing (pure functions: no AnsibleModule needed)
 
 
+def _pivot_image(raw):
+    """The image a legacy ``pivot://NAME@sha256:...`` custom origin names, or None."""
+    custom = _custom_origin(raw)
+    ref = _image_ref.parse_pivot(custom["url"]) if custom else None
+    if ref is None:
+        return None
+    return {"reference": custom["url"], "transport": ref.transport, "name": ref.name,
+            "tag": ref.tag, "digest": ref.digest}
+
+
 def _image_of(raw):
-    """The ``image`` dict of a deployment record, or None for an ostree origin."""
+    """The ``image`` dict of a deployment record, or None for an ostree origin.
+
+    A checksum origin with a ``pivot://NAME@sha256:...`` custom URL (OpenShift's legacy
+    oscontainers) is that image, with transport ``pivot``.
+    """
     reference = raw.get("container-image-reference")
     if not reference:
-        return None
+        return _pivot_image(raw)
     image_digest = raw.get("container-image-reference-digest")
     try:
         ref = _image_ref.parse(reference)

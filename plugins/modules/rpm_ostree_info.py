@@ -117,7 +117,11 @@ deployments:
       returned: always
       sample: fedora:fedora/x86_64/coreos/stable
     image:
-      description: The container image of the deployment, or V(null) for an ostree origin.
+      description:
+        - The container image of the deployment, or V(null) for an ostree origin.
+        - A checksum origin whose custom origin URL is C(pivot://NAME@sha256:...) (written by
+          OpenShift's old pivot tool for legacy oscontainers) is reported as that image, with
+          transport V(pivot).
       type: dict
       returned: always
       contains:
@@ -127,7 +131,7 @@ deployments:
           returned: always
           sample: ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
         transport:
-          description: The rpm-ostree transport of the reference.
+          description: The rpm-ostree transport of the reference, or V(pivot) for a legacy pivot origin.
           type: str
           returned: always
           sample: ostree-unverified-registry

@@ -149,3 +149,33 @@ def test_docker_reference_and_image():
     assert ref.image == "quay.io/os:1@" + D1
     assert ref.docker_reference == "docker://quay.io/os:1@" + D1
     assert str(ref) == ref.format()
+
+
+@pytest.mark.parametrize(("url", "name", "digest"), [
+    ("pivot://quay.io/openshift/os@sha256:" + "1" * 64, "quay.io/openshift/os", "sha256:" + "1" * 64),
+    ("pivot://198.51.100.1:5000/os:4.11@sha256:" + "2" * 64, "198.51.100.1:5000/os", "sha256:" + "2" * 64),
+    ("pivot://quay.io/os:4.11", None, None),          # no digest: nothing to compare
+    ("pivot://Quay.io/OS@sha256:" + "1" * 64, None, None),  # not an image name
+    ("https://quay.io/os@sha256:" + "1" * 64, None, None),
+    ("", None, None),
+    (None, None, None),
+])
+def test_parse_pivot(url, name, digest):
+    ref = _image_ref.parse_pivot(url)
+    if name is None:
+        assert ref is None
+    else:
+        assert (ref.transport, ref.name, ref.digest) == ("pivot", name, digest)
+
+
+def test_pivot_url_round_trip():
+    image = "198.51.100.1:5000/fleetos/legacy@sha256:" + "3" * 64
+    url = _image_ref.pivot_url(image)
+    assert url == "pivot://" + image
+    assert _image_ref.parse_pivot(url).name == "198.51.100.1:5000/fleetos/legacy"
+
+
+@pytest.mark.parametrize("image", ["quay.io/os:4.11", "ostree-unverified-registry:quay.io/os@sha256:" + "3" * 64])
+def test_pivot_url_needs_a_plain_pinned_image(image):
+    with pytest.raises(InvalidInputError, match="cannot name a legacy oscontainer"):
+        _image_ref.pivot_url(image)

@@ -148,11 +148,18 @@ def test_custom_origin(extra, expected):
     ({"container-image-reference": "ostree-unverified-image:oci:/var/os", "container-image-reference-digest": DIGEST},
      {"reference": "ostree-unverified-image:oci:/var/os", "transport": "ostree-unverified-image",
       "name": None, "tag": None, "digest": DIGEST}),
+    # OpenShift's legacy pivot origin names the oscontainer it was provisioned from.
+    ({"origin": "a" * 64, "custom-origin": ["pivot://quay.io/os@" + DIGEST, "Provisioned from oscontainer"]},
+     {"reference": "pivot://quay.io/os@" + DIGEST, "transport": "pivot", "name": "quay.io/os", "tag": None,
+      "digest": DIGEST}),
+    # Any other custom origin, or a pivot URL without a digest, names no image.
+    ({"origin": "a" * 64, "custom-origin": ["pivot://quay.io/os:4.12", "Provisioned from oscontainer"]}, None),
+    ({"origin": "a" * 64, "custom-origin": ["https://example.com/os@" + DIGEST, "Managed"]}, None),
 ])
 def test_image(extra, image):
     status = _rpm_ostree.parse_status({"deployments": [_dep("a", booted=True, **extra)]})
     assert status["booted"]["image"] == image
-    assert _rpm_ostree.has_digest(status["booted"], DIGEST) is (image["digest"] == DIGEST)
+    assert _rpm_ostree.has_digest(status["booted"], DIGEST) is (image is not None and image["digest"] == DIGEST)
 
 
 def test_transaction_and_text_input():
