@@ -1,0 +1,189 @@
+"""Cloud-image adoption (playbooks/adopt.yml, role cloud_image_adopt) on lab nodes of its own.
+
+Three nodes booted as a cloud image would be (``fleetlab up --disk-image``: a plain
+refspec origin): two from the image the fleet adopts (same commit), one from the
+lab's base image (an older commit). Every test puts them back the way a disk image
+leaves them, so the module can be run again.
+"""
+
+import json
+import re
+
+import pytest
+import yaml
+
+from conftest import REPO, read_hosts
+from test_rollout import _run
+
+ADOPT = REPO / "playbooks" / "adopt.yml"
+IMAGE = "fleetos/test-adopt:1"
+REFSPEC = "fedora:fedora/x86_64/coreos/stable"
+DISK_ORIGIN = "[origin]\nrefspec=%s\n" % REFSPEC
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def _booted(status):
+    return [d for d in status["deployments"] if d["booted"]][0]
+
+
+def _origin_path(status):
+    booted = _booted(status)
+    return "/sysroot/ostree/deploy/%s/deploy/%s.%d.origin" % (booted["osname"], booted["checksum"], booted["serial"])
+
+
+class Adoption:
+    def __init__(self, lab, tmp_path_factory):
+        self.lab = lab
+        if IMAGE not in lab.images:
+            marker = tmp_path_factory.mktemp("adopt") / "adopt"
+            marker.write_text("built for the adoption tests\n")
+            lab.build_image(IMAGE, "--from", "fleetos/lab-os:1.0", "--add-file", "%s:/usr/share/fleetlab/adopt" % marker)
+        self.record = lab.image_record(IMAGE)
+        self.same = lab.own_nodes("test_adopt", 2, disk_image=IMAGE)
+        self.older = lab.own_nodes("test_adopt", 1, disk_image="fleetos/lab-os:1.0")[0]
+        self.nodes = self.same + [self.older]
+        self.image = "%s/%s" % (lab.registry, IMAGE)
+        self.pinned = "%s@%s" % (self.record["reference"], self.record["digest"])
+        self.tmp = tmp_path_factory.mktemp("adopt-run")
+        hosts, allvars = read_hosts(lab.inventory)
+        inventory = {"all": {"vars": dict(allvars, fleetos_adopt_image=self.image),
+                             "hosts": {name: hosts[name] for name in self.nodes}}}
+        self.inventory = self.tmp / "hosts.yml"
+        self.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False))
+
+    def reset(self):
+        """As a disk image leaves a node: a refspec origin, nothing staged, no backups.
+
+        The origin is found by the booted commit, not through rpm-ostree, which cannot
+        load a sysroot whose origin a test broke.
+        """
+        for node in self.nodes:
+            commit = self.record["commit"] if node in self.same else self.lab.base_record["commit"]
+            self.lab.exec(node, "for f in /sysroot/ostree/deploy/*/deploy/%s.*.origin; do printf '%%s' '%s' > $f; "
+                                "rm -f $f.*.bak; done" % (commit, DISK_ORIGIN))
+            self.lab.exec(node, "rpm-ostree cleanup -p >/dev/null")
+
+    def play(self, *extra, check=True, name="report"):
+        start = len(self.lab.journal())
+        proc = _run(self.lab, self.inventory, ADOPT, "--forks", "10",
+                    "-e", "fleetos_report_dir=%s" % (self.tmp / name), *extra, check=check)
+        proc.events = self.lab.journal()[start:]
+        path = self.tmp / name / "adopt-report.json"
+        proc.report = json.loads(path.read_text()) if path.exists() else None
+        proc.recap = {m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+                      for m in RECAP.finditer(proc.stdout)}
+        proc.hosts = {r["host"]: r for r in (proc.report or {}).get("hosts", [])}
+        return proc
+
+    def origin(self, node):
+        return self.lab.exec(node, ["cat", _origin_path(self.lab.rpm_ostree_status(node))]).stdout
+
+    def layer_digests(self):
+        raw = self.lab.exec(self.same[0], "skopeo inspect --raw --authfile /etc/ostree/auth.json docker://%s"
+                            % self.pinned).stdout
+        return {layer["digest"] for layer in json.loads(raw)["layers"]}
+
+
+@pytest.fixture(scope="module")
+def adoption(lab, tmp_path_factory):
+    fleet = Adoption(lab, tmp_path_factory)
+    fleet.reset()
+    yield fleet
+    fleet.reset()
+
+
+def test_disk_image_nodes_start_with_a_plain_origin(lab, adoption):
+    for node in adoption.same:
+        booted = _booted(lab.rpm_ostree_status(node))
+        assert booted["checksum"] == adoption.record["commit"]
+        assert booted["origin"] == REFSPEC
+    assert _booted(lab.rpm_ostree_status(adoption.older))["checksum"] == lab.base_record["commit"]
+    assert lab.base_record["commit"] != adoption.record["commit"]
+
+
+def test_check_mode_predicts_and_diffs_without_changing(lab, adoption):
+    proc = adoption.play("--check", "--diff", name="check")
+    for node in adoption.same:
+        assert proc.hosts[node]["status"] == "adopted"
+        assert adoption.origin(node) == DISK_ORIGIN
+    assert "-refspec=%s" % REFSPEC in proc.stdout
+    assert "+container-image-reference=ostree-unverified-registry:%s" % adoption.pinned in proc.stdout
+    assert proc.hosts[adoption.older]["status"] == "staged"
+    assert not [d for d in lab.rpm_ostree_status(adoption.older)["deployments"] if d["staged"]]
+
+
+def test_adopt_in_place_then_rerun_is_unchanged(lab, adoption):
+    boot_ids = {node: lab.boot_id(node) for node in adoption.nodes}
+    layers = adoption.layer_digests()
+    proc = adoption.play()
+
+    # Same commit: adopted in place, changed, no reboot, no layer pulled.
+    for node in adoption.same:
+        result = proc.hosts[node]
+        assert (result["status"], result["changed"], result["reboot_required"]) == ("adopted", True, False)
+        assert result["origin_before"] == REFSPEC
+        assert proc.recap[node][0] >= 1
+        booted = _booted(lab.rpm_ostree_status(node))
+        assert booted["checksum"] == adoption.record["commit"]
+        assert booted["container-image-reference"] == "ostree-unverified-registry:%s" % adoption.pinned
+        assert booted.get("container-image-reference-digest", adoption.record["digest"]) == adoption.record["digest"]
+        assert "origin" not in booted
+        backups = lab.exec(node, "cat %s.*.bak" % _origin_path(lab.rpm_ostree_status(node))).stdout
+        assert backups == DISK_ORIGIN
+        reads = [e for e in proc.events if e.get("event") == "blob_read" and e.get("node") == node]
+        assert not [e for e in reads if e.get("digest") in layers], reads
+    assert not [e for e in proc.events if e.get("event") in ("reboot", "boot")]
+    assert {node: lab.boot_id(node) for node in adoption.nodes} == boot_ids
+
+    # Older commit: nothing adopted, a rebase is staged (locked), reboot required.
+    older = proc.hosts[adoption.older]
+    assert (older["status"], older["reboot_required"]) == ("staged", True)
+    status = lab.rpm_ostree_status(adoption.older)
+    assert _booted(status)["origin"] == REFSPEC
+    staged = [d for d in status["deployments"] if d["staged"]]
+    assert [d["checksum"] for d in staged] == [adoption.record["commit"]]
+    assert staged[0]["container-image-reference-digest"] == adoption.record["digest"]
+    assert proc.report["reboot_required"] == [adoption.older]
+
+    # The rerun: nothing changes anywhere, nothing is pulled.
+    again = adoption.play(name="rerun")
+    assert {node: again.recap[node][0] for node in adoption.nodes} == {node: 0 for node in adoption.nodes}
+    for node in adoption.same:
+        assert again.hosts[node]["status"] == "unchanged"
+    assert again.hosts[adoption.older]["status"] == "staged"
+    assert again.hosts[adoption.older]["changed"] is False
+    assert not [e for e in again.events if e.get("event") == "blob_read" and e.get("digest") in layers]
+
+
+def test_adopted_node_upgrades_and_rebases_from_its_image(lab, adoption):
+    node = adoption.same[0]
+    if "container-image-reference" not in _booted(lab.rpm_ostree_status(node)):
+        adoption.play("--limit", node + ",localhost", name="adopt-one")
+    upgrade = lab.exec(node, "rpm-ostree upgrade --unchanged-exit-77", check=False)
+    assert upgrade.returncode == 77, upgrade.stdout + upgrade.stderr
+    lab.exec(node, "rpm-ostree rebase ostree-unverified-registry:%s@%s" % (lab.base_record["reference"], lab.base_digest))
+    staged = [d for d in lab.rpm_ostree_status(node)["deployments"] if d["staged"]]
+    assert [d["checksum"] for d in staged] == [lab.base_record["commit"]]
+    adoption.reset()
+
+
+@pytest.mark.parametrize(("origin", "message"), [
+    # Not a key file: libostree cannot load the deployment.
+    ("[origin\nrefspec=%s\n" % REFSPEC, "origin"),
+    # With baserefspec kept, the adopted origin would name both kinds of base.
+    ("[origin]\nbaserefspec=%s\n" % REFSPEC, "both"),
+])
+def test_bad_origin_fails_clearly_and_is_left_as_it_was(lab, adoption, origin, message):
+    node = adoption.same[1]
+    adoption.reset()
+    path = _origin_path(lab.rpm_ostree_status(node))
+    lab.exec(node, "printf '%%s' '%s' > %s" % (origin, path))
+    try:
+        proc = adoption.play("--limit", node + ",localhost", check=False, name="bad")
+        assert proc.returncode != 0
+        result = proc.hosts[node]
+        assert result["status"] == "failed"
+        assert message in result["error"], result["error"]
+        assert lab.exec(node, ["cat", path]).stdout == origin
+    finally:
+        adoption.reset()
