@@ -100,8 +100,9 @@ options:
     type: bool
     default: false
 notes:
-  - On hosts that mount C(/sysroot) read-only (Fedora CoreOS, RHCOS), the module fails
-    with a read-only file system error; it does not remount C(/sysroot).
+  - On hosts that mount C(/sysroot) read-only (Fedora CoreOS, RHCOS), the file is written from
+    a private mount namespace in which only that mount is writable, as rpm-ostree writes
+    there; every other process keeps seeing it read-only. This needs root.
 seealso:
   - module: fleetos.layering.rpm_ostree_rebase
     description: Stage a deployment of another image, which writes a new origin.
@@ -206,6 +207,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     OriginError,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._mounts import call_writable
 from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     Origin,
     check_group_name,
@@ -319,7 +321,9 @@ def edit_origin(path, sets, removes, check_mode, backup):
     if changed:
         doc.validate()
         if not check_mode:
-            backup_file = write_atomic(path, doc.to_bytes(), backup=backup)
+            data = doc.to_bytes()
+            backup_file = call_writable(os.path.dirname(os.path.abspath(path)),
+                                        lambda: write_atomic(path, data, backup=backup))
             if backup_file:
                 result["backup_file"] = backup_file
     return result

@@ -167,6 +167,23 @@ def test_adopted_node_upgrades_and_rebases_from_its_image(lab, adoption):
     adoption.reset()
 
 
+def test_adopt_with_sysroot_read_only_as_on_coreos(lab, adoption):
+    node = adoption.same[0]
+    adoption.reset()
+    lab.exec(node, "mount -o remount,bind,ro /sysroot")
+    try:
+        assert lab.exec(node, "touch /sysroot/ostree/probe", check=False).returncode != 0
+        proc = adoption.play("--limit", node + ",localhost", name="read-only")
+        assert proc.hosts[node]["status"] == "adopted"
+        booted = _booted(lab.rpm_ostree_status(node))
+        assert booted["container-image-reference"] == "ostree-unverified-registry:%s" % adoption.pinned
+        # Written from a private mount namespace: the node still sees /sysroot read-only.
+        assert lab.exec(node, "findmnt -no OPTIONS /sysroot").stdout.split(",")[0] == "ro"
+    finally:
+        lab.exec(node, "mount -o remount,bind,rw /sysroot")
+        adoption.reset()
+
+
 @pytest.mark.parametrize(("origin", "message"), [
     # Not a key file: libostree cannot load the deployment.
     ("[origin\nrefspec=%s\n" % REFSPEC, "origin"),
