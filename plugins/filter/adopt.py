@@ -157,8 +157,10 @@ def adopt_report(hosts, hostvars):
     records = []
     for host in sorted(set(hosts)):
         result = (hostvars.get(host) or {}).get("cloud_image_adopt_result")
-        record = dict(result) if isinstance(result, dict) else {"status": "failed", "changed": False,
-                                                                  "error": NO_RESULT}
+        if isinstance(result, dict):
+            record = dict(result)
+        else:
+            record = {"status": "failed", "changed": False, "error": NO_RESULT}
         record["host"] = host
         if record.get("status") not in STATUSES:
             raise InvalidInputError("host %s has an unknown adoption status %r" % (host, record.get("status")))

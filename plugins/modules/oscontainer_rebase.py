@@ -128,6 +128,8 @@ notes:
   - A commit pulled into O(sysroot_repo) stays there when the rebase fails afterwards; it
     is not deployed, a later run reuses it, and C(rpm-ostree cleanup) prunes it.
   - Layers compressed with zstd are not supported.
+  - On hosts that mount C(/sysroot) read-only (Fedora CoreOS, RHCOS), the commit is pulled from
+    a private mount namespace in which only that mount is writable; this needs root.
 seealso:
   - module: fleetos.layering.rpm_ostree_rebase
   - module: fleetos.layering.rpm_ostree_info
@@ -255,6 +257,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     ImageError,
     InvalidInputError,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._mounts import call_writable
 from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer import (
     Ostree,
     diff_text,
@@ -353,7 +356,8 @@ def fetch(skopeo, ostree, image, commit, params, auth_file, options):
         if not ostree.has_commit(repo, commit):
             raise ImageError("Image '%s' does not carry the commit %s that its label com.coreos.ostree-commit "
                              "names: the repository at /srv/repo has no such commit." % (image, commit))
-        ostree.pull_local(params["sysroot_repo"], repo, commit)
+        # /sysroot is read-only on Fedora CoreOS and RHCOS: pull from a mount namespace of our own.
+        call_writable(params["sysroot_repo"], lambda: ostree.pull_local(params["sysroot_repo"], repo, commit))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not ostree.has_commit(params["sysroot_repo"], commit):

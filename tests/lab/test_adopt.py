@@ -17,6 +17,7 @@ from test_rollout import _run
 
 ADOPT = REPO / "playbooks" / "adopt.yml"
 IMAGE = "fleetos/test-adopt:1"
+LEGACY = "fleetos/test-adopt-legacy:1"
 REFSPEC = "fedora:fedora/x86_64/coreos/stable"
 DISK_ORIGIN = "[origin]\nrefspec=%s\n" % REFSPEC
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -38,10 +39,16 @@ class Adoption:
             marker = tmp_path_factory.mktemp("adopt") / "adopt"
             marker.write_text("built for the adoption tests\n")
             lab.build_image(IMAGE, "--from", "fleetos/lab-os:1.0", "--add-file", "%s:/usr/share/fleetlab/adopt" % marker)
+        if LEGACY not in lab.images:
+            lab.fleetlab("image", "build", LEGACY, "--from", "fleetos/lab-os:1.0", "--legacy-oscontainer")
         self.record = lab.image_record(IMAGE)
+        self.legacy_record = lab.image_record(LEGACY)
         self.same = lab.own_nodes("test_adopt", 2, disk_image=IMAGE)
         self.older = lab.own_nodes("test_adopt", 1, disk_image="fleetos/lab-os:1.0")[0]
-        self.nodes = self.same + [self.older]
+        self.legacy = lab.own_nodes("test_adopt", 1, disk_image=LEGACY)[0]
+        self.nodes = self.same + [self.older, self.legacy]
+        self.commits = dict({node: self.record["commit"] for node in self.same},
+                            **{self.older: lab.base_record["commit"], self.legacy: self.legacy_record["commit"]})
         self.image = "%s/%s" % (lab.registry, IMAGE)
         self.pinned = "%s@%s" % (self.record["reference"], self.record["digest"])
         self.tmp = tmp_path_factory.mktemp("adopt-run")
@@ -58,12 +65,14 @@ class Adoption:
         load a sysroot whose origin a test broke.
         """
         for node in self.nodes:
-            commit = self.record["commit"] if node in self.same else self.lab.base_record["commit"]
+            commit = self.commits[node]
             self.lab.exec(node, "for f in /sysroot/ostree/deploy/*/deploy/%s.*.origin; do printf '%%s' '%s' > $f; "
                                 "rm -f $f.*.bak; done" % (commit, DISK_ORIGIN))
             self.lab.exec(node, "rpm-ostree cleanup -p >/dev/null")
 
-    def play(self, *extra, check=True, name="report"):
+    def play(self, *extra, check=True, name="report", limit=None):
+        limit = limit or self.same + [self.older]
+        extra = ("--limit", ",".join(limit + ["localhost"])) + extra
         start = len(self.lab.journal())
         proc = _run(self.lab, self.inventory, ADOPT, "--forks", "10",
                     "-e", "fleetos_report_dir=%s" % (self.tmp / name), *extra, check=check)
@@ -132,7 +141,7 @@ def test_adopt_in_place_then_rerun_is_unchanged(lab, adoption):
         assert backups == DISK_ORIGIN
         reads = [e for e in proc.events if e.get("event") == "blob_read" and e.get("node") == node]
         assert not [e for e in reads if e.get("digest") in layers], reads
-    assert not [e for e in proc.events if e.get("event") in ("reboot", "boot")]
+    assert not [e for e in proc.events if e.get("event") in ("reboot", "boot") and e.get("node") in adoption.nodes]
     assert {node: lab.boot_id(node) for node in adoption.nodes} == boot_ids
 
     # Older commit: nothing adopted, a rebase is staged (locked), reboot required.
@@ -147,7 +156,8 @@ def test_adopt_in_place_then_rerun_is_unchanged(lab, adoption):
 
     # The rerun: nothing changes anywhere, nothing is pulled.
     again = adoption.play(name="rerun")
-    assert {node: again.recap[node][0] for node in adoption.nodes} == {node: 0 for node in adoption.nodes}
+    played = adoption.same + [adoption.older]
+    assert {node: again.recap[node][0] for node in played} == {node: 0 for node in played}
     for node in adoption.same:
         assert again.hosts[node]["status"] == "unchanged"
     assert again.hosts[adoption.older]["status"] == "staged"
@@ -158,7 +168,7 @@ def test_adopt_in_place_then_rerun_is_unchanged(lab, adoption):
 def test_adopted_node_upgrades_and_rebases_from_its_image(lab, adoption):
     node = adoption.same[0]
     if "container-image-reference" not in _booted(lab.rpm_ostree_status(node)):
-        adoption.play("--limit", node + ",localhost", name="adopt-one")
+        adoption.play(limit=[node], name="adopt-one")
     upgrade = lab.exec(node, "rpm-ostree upgrade --unchanged-exit-77", check=False)
     assert upgrade.returncode == 77, upgrade.stdout + upgrade.stderr
     lab.exec(node, "rpm-ostree rebase ostree-unverified-registry:%s@%s" % (lab.base_record["reference"], lab.base_digest))
@@ -173,7 +183,7 @@ def test_adopt_with_sysroot_read_only_as_on_coreos(lab, adoption):
     lab.exec(node, "mount -o remount,bind,ro /sysroot")
     try:
         assert lab.exec(node, "touch /sysroot/ostree/probe", check=False).returncode != 0
-        proc = adoption.play("--limit", node + ",localhost", name="read-only")
+        proc = adoption.play(limit=[node], name="read-only")
         assert proc.hosts[node]["status"] == "adopted"
         booted = _booted(lab.rpm_ostree_status(node))
         assert booted["container-image-reference"] == "ostree-unverified-registry:%s" % adoption.pinned
@@ -196,7 +206,7 @@ def test_bad_origin_fails_clearly_and_is_left_as_it_was(lab, adoption, origin, m
     path = _origin_path(lab.rpm_ostree_status(node))
     lab.exec(node, "printf '%%s' '%s' > %s" % (origin, path))
     try:
-        proc = adoption.play("--limit", node + ",localhost", check=False, name="bad")
+        proc = adoption.play(limit=[node], check=False, name="bad")
         assert proc.returncode != 0
         result = proc.hosts[node]
         assert result["status"] == "failed"
@@ -204,3 +214,33 @@ def test_bad_origin_fails_clearly_and_is_left_as_it_was(lab, adoption, origin, m
         assert lab.exec(node, ["cat", path]).stdout == origin
     finally:
         adoption.reset()
+
+
+def test_legacy_oscontainer_adopts_with_a_pivot_origin_or_rebases(lab, adoption):
+    adoption.reset()
+    legacy = adoption.legacy_record
+    pinned = "%s@%s" % (legacy["reference"], legacy["digest"])
+    pivot = "pivot://" + pinned
+    nodes = [adoption.legacy, adoption.older]
+    boot_id = lab.boot_id(adoption.legacy)
+    proc = adoption.play("-e", "fleetos_adopt_image=%s/%s" % (lab.registry, LEGACY), limit=nodes, name="legacy")
+
+    # Booted from the oscontainer's commit: the origin the pivot tool wrote, no reboot.
+    result = proc.hosts[adoption.legacy]
+    assert (result["status"], result["legacy"], result["reference"]) == ("adopted", True, pivot)
+    booted = _booted(lab.rpm_ostree_status(adoption.legacy))
+    assert booted["checksum"] == legacy["commit"]
+    assert booted["custom-origin"] == [pivot, "Managed by fleetos.layering"]
+    assert "container-image-reference" not in booted
+    assert lab.boot_id(adoption.legacy) == boot_id
+
+    # At another commit: the commit is pulled from the image's /srv/repo and staged.
+    older = proc.hosts[adoption.older]
+    assert (older["status"], older["reboot_required"]) == ("staged", True)
+    staged = [d for d in lab.rpm_ostree_status(adoption.older)["deployments"] if d["staged"]]
+    assert [(d["checksum"], d["custom-origin"][0]) for d in staged] == [(legacy["commit"], pivot)]
+
+    again = adoption.play("-e", "fleetos_adopt_image=%s/%s" % (lab.registry, LEGACY), limit=nodes, name="legacy-rerun")
+    assert {node: again.recap[node][0] for node in nodes} == {node: 0 for node in nodes}
+    assert again.hosts[adoption.legacy]["status"] == "unchanged"
+    adoption.reset()

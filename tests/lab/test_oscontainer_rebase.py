@@ -1,9 +1,8 @@
 """oscontainer_rebase on a lab node: a legacy oscontainer (ostree repo at /srv/repo) as a rebase source.
 
-The tests use one plain node of their own, made after every node the lab has (and
-after node23) the first time and remembered in <state>/test-oscontainer-node, so that
-a rerun reuses it. The node is put back at the lab's base image at the start and at
-the end.
+The tests use one plain node of their own (conftest's Lab.own_nodes: made after every
+node the lab has the first time, reused by a rerun). The node is put back at the lab's
+base image at the start and at the end.
 """
 
 import json
@@ -15,8 +14,6 @@ import pytest
 
 from conftest import REPO, VENV_BIN, collections_path
 
-MARKER = "test-oscontainer-node"
-SHARED_NODES = 23
 DESCRIPTION = "fleetos lab test"
 
 
@@ -51,16 +48,7 @@ def reset_to_base(lab, node):
 
 @pytest.fixture(scope="module")
 def node(lab):
-    marker = lab.state / MARKER
-    name = marker.read_text().strip() if marker.exists() else None
-    if not name or name not in lab.nodes or lab.info["nodes"][name].get("disk_image"):
-        count = max(len(lab.nodes), SHARED_NODES)
-        if count > len(lab.nodes):
-            lab.fleetlab("up", "--nodes", count)
-        lab.fleetlab("up", "--nodes", count + 1)
-        name = "node%02d" % (count + 1)
-        assert lab.info["nodes"][name].get("disk_image") is not True
-        marker.write_text(name + "\n")
+    name = lab.own_nodes("test_oscontainer_rebase", 1)[0]
     lab.wait_up(name)
     reset_to_base(lab, name)
     yield name
