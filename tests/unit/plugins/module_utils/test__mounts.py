@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _mounts
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 
 # As /proc/self/mountinfo shows a Fedora CoreOS host: / is a deployment bind-mounted
 # from the root file system, /sysroot the read-only mount of that file system.
