@@ -145,6 +145,11 @@ def _create_sysroot(name, record, disk_image=False):
         # A cloud/disk image: a plain refspec origin, as image builders leave it.
         ref = "fedora:fedora/x86_64/coreos/stable"
         run(["ostree", "--repo=%s" % repo, "refs", "--create=%s" % ref, record["commit"]])
+        # A disk image is built from the commit, not pulled as a container: it carries no
+        # manifest digest (the lab's imports keep it as detached metadata).
+        commitmeta = repo / "objects" / record["commit"][:2] / (record["commit"][2:] + ".commitmeta")
+        if commitmeta.exists():
+            commitmeta.unlink()
         write_file(origin, "[origin]\nrefspec=%s\n" % ref)
     else:
         write_file(origin, "[origin]\ncontainer-image-reference=%s%s\n" % (
