@@ -2,6 +2,7 @@
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import subprocess
@@ -118,6 +119,43 @@ def cmd_up(args):
         journal("lab_up", nodes=len(lab["nodes"]), seconds=round(time.time() - started, 2))
     print("fleetlab: %d nodes up in %.1fs; registry %s; inventory %s"
           % (len(lab["nodes"]), time.time() - started, address, target))
+    return 0
+
+
+def cmd_claim(args):
+    """Nodes that one user (a test module, a molecule scenario) has to itself.
+
+    Made after every node the lab has, and after node --after (the shared tests use
+    node01-node10), the first time; remembered per owner and disk image in
+    <state>/owned-nodes.json, so that the next claim returns the same nodes.
+    """
+    _require_root()
+    if not 1 <= args.count <= MAX_NODES:
+        raise LabError("--count %d is out of range 1..%d" % (args.count, MAX_NODES))
+    if args.disk_image:
+        images.parse_name(args.disk_image, "--disk-image")
+    key = "%s %s" % (args.owner, args.disk_image or "")
+    with StateLock("claims.lock"):
+        path = state_dir() / "owned-nodes.json"
+        owned = read_json(path, {})
+        lab = read_json(state_dir() / "lab.json", {"nodes": {}})
+        names = owned.get(key)
+        if not (names and len(names) == args.count and all(n in lab["nodes"] for n in names)):
+            have = len(lab["nodes"])
+            first = max(have, args.after)
+            with contextlib.redirect_stdout(sys.stderr):
+                if first > have:
+                    cmd_up(argparse.Namespace(nodes=first, boot_delay=None, registry_port=None, disk_image=None))
+                cmd_up(argparse.Namespace(nodes=first + args.count, boot_delay=None, registry_port=None,
+                                          disk_image=args.disk_image))
+            lab = read_json(state_dir() / "lab.json", {"nodes": {}})
+            names = [node_name(i) for i in range(first + 1, first + args.count + 1)]
+            for name in names:
+                if bool(lab["nodes"][name].get("disk_image")) != bool(args.disk_image):
+                    raise LabError("%s was added by another fleetlab command at the same time; claim again" % name)
+            owned[key] = names
+            path.write_text(json.dumps(owned, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(names) if args.json else " ".join(names))
     return 0
 
 
@@ -300,6 +338,14 @@ def build_parser():
     up.add_argument("--disk-image", default=None,
                     help="boot new nodes from this lab image's commit with a plain refspec origin")
     up.set_defaults(func=cmd_up)
+
+    claim = sub.add_parser("claim", help="nodes of one owner's own, added after the others once, then reused")
+    claim.add_argument("owner", help="who uses the nodes, e.g. a test module")
+    claim.add_argument("--count", type=int, default=1)
+    claim.add_argument("--disk-image", default=None, help="boot them from this lab image, as --disk-image of up")
+    claim.add_argument("--after", type=int, default=10, help="never claim nodes numbered up to this (default 10)")
+    claim.add_argument("--json", action="store_true", help="print the node names as a JSON list")
+    claim.set_defaults(func=cmd_claim)
 
     down = sub.add_parser("down", help="stop everything and remove all lab state")
     down.set_defaults(func=cmd_down)

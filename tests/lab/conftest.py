@@ -147,30 +147,11 @@ class Lab:
 
     def own_nodes(self, owner, count, disk_image=None):
         """``count`` nodes that only the caller (``owner``) uses, optionally booted from
-        ``disk_image`` as a cloud image would be (``fleetlab up --disk-image``).
-
-        They are made after every node the lab already has, and at least after node10
-        (the shared tests use node01-node10; bench/rollout.py uses node12-node23 when it
-        has run). Made once per lab and remembered in <state>/owned-nodes.json, so that a
-        rerun reuses them; the caller puts them back into the state it needs.
-        """
-        path = self.state / "owned-nodes.json"
-        owned = json.loads(path.read_text()) if path.exists() else {}
-        key = "%s %s" % (owner, disk_image or "")
-        names = owned.get(key)
-        if names and all(name in self.nodes for name in names):
-            return names
-        first = max(len(self.nodes), 10)
-        if first > len(self.nodes):
-            self.fleetlab("up", "--nodes", first)
-        self.fleetlab("up", "--nodes", first + count, *(["--disk-image", disk_image] if disk_image else []))
-        names = ["node%02d" % index for index in range(first + 1, first + count + 1)]
-        for name in names:
-            assert self.info["nodes"][name]["disk_image"] is bool(disk_image), (
-                "%s was made by someone else at the same time; run again" % name)
-        owned[key] = names
-        path.write_text(json.dumps(owned, indent=2, sort_keys=True) + "\n")
-        return names
+        ``disk_image`` as a cloud image would be: ``fleetlab claim`` (made after node10 and
+        after every node the lab has, the first time; the same nodes on every later call).
+        The caller puts them back into the state it needs."""
+        args = ["claim", owner, "--count", count, "--json"] + (["--disk-image", disk_image] if disk_image else [])
+        return json.loads(self.fleetlab(*args).stdout)
 
     def ensure_up(self):
         if os.geteuid() != 0:

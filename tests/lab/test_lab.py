@@ -317,6 +317,17 @@ def test_disk_image_nodes_boot_the_commit_with_a_refspec_origin(lab, tmp_path):
     assert lab.exec(node, "cat /usr/share/fleetlab/cloud").stdout == "cloud image\n"
 
 
+def test_claim_gives_an_owner_the_same_new_nodes_each_time(lab):
+    first = json.loads(lab.fleetlab("claim", "test_lab", "--count", "2", "--json").stdout)
+    assert len(first) == 2 and all(int(name[4:]) > 10 for name in first)
+    assert set(first) <= set(lab.nodes)
+    assert json.loads(lab.fleetlab("claim", "test_lab", "--count", "2", "--json").stdout) == first
+    other = json.loads(lab.fleetlab("claim", "test_lab-other", "--json").stdout)
+    assert not set(other) & set(first)
+    bad = lab.fleetlab("claim", "test_lab", "--count", "0", check=False)
+    assert bad.returncode != 0 and "--count 0 is out of range" in bad.stderr
+
+
 @pytest.mark.lab_last
 def test_up_grows_then_down_leaves_nothing_behind(lab):
     if os.environ.get("FLEETLAB_KEEP") or not os.environ.get("FLEETLAB_DOWN_TEST"):
