@@ -1,30 +1,34 @@
-"""The molecule scenario `rollout` (extensions/molecule/rollout) against the lab.
+"""The molecule scenarios `rollout` and `adopt` (extensions/molecule/) against the lab.
 
 Runs the venv's molecule from the repository root (molecule finds collection scenarios
 under extensions/molecule/), with the working tree linked where Ansible finds the
-collection (.build/runtime, set in the scenario's provisioner env). The scenario uses
-node05-node10 and leaves them on the lab's base image.
+collection (.build/runtime, set in the scenario's provisioner env). `rollout` uses
+node05-node10 and leaves them on the lab's base image; `adopt` claims two disk-image
+nodes of its own (fleetlab claim) and leaves them with their disk-image origin.
 """
 
 import os
 import subprocess
 import time
 
+import pytest
+
 from conftest import REPO, VENV_BIN, collections_path
 
 
-def test_molecule_rollout(lab):
+@pytest.mark.parametrize("scenario", ["rollout", "adopt"])
+def test_molecule_scenario(lab, scenario):
     collections_path()
     env = dict(os.environ, PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")), ANSIBLE_NOCOLOR="1",
                NO_COLOR="1", ANSIBLE_FORCE_COLOR="0", PY_COLORS="0")
     began = time.time()
-    proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "rollout"], stdout=subprocess.PIPE,
+    proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", scenario], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=env, cwd=str(REPO), timeout=1800, check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-20000:]
     # Every step of the sequence ran and succeeded, idempotence (the rerun reported
     # changed=0) among them.
     for step in ("syntax", "create", "prepare", "converge", "idempotence", "verify", "destroy"):
-        assert "[rollout > %s] Executed: Successful" % step in out, step
+        assert "[%s > %s] Executed: Successful" % (scenario, step) in out, step
     assert "Molecule executed 1 scenario (1 successful)" in out
-    print("molecule test -s rollout: %.1f s" % (time.time() - began))
+    print("molecule test -s %s: %.1f s" % (scenario, time.time() - began))
