@@ -244,3 +244,19 @@ def test_legacy_oscontainer_adopts_with_a_pivot_origin_or_rebases(lab, adoption)
     assert {node: again.recap[node][0] for node in nodes} == {node: 0 for node in nodes}
     assert again.hosts[adoption.legacy]["status"] == "unchanged"
     adoption.reset()
+
+
+def test_an_image_that_cannot_be_inspected_fails_every_host_and_changes_nothing(lab, adoption):
+    adoption.reset()
+    # Without the auth file the lab registry refuses the image.
+    proc = adoption.play("-e", "fleetos_adopt_auth_file=/etc/ostree/no-such-auth.json", check=False, name="refused")
+    assert proc.returncode != 0
+    played = adoption.same + [adoption.older]
+    for node in played:
+        result = proc.hosts[node]
+        assert result["status"] == "failed"
+        assert result["error"].startswith("inspecting %s failed: " % adoption.image), result["error"]
+    assert proc.report["counts"]["failed"] == len(played)
+    for node in adoption.same:
+        assert adoption.origin(node) == DISK_ORIGIN
+    assert not [d for d in lab.rpm_ostree_status(adoption.older)["deployments"] if d["staged"]]
