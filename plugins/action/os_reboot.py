@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Action plugin of fleetos.layering.os_reboot (documented in plugins/modules/os_reboot.py).
+
+Like ansible.builtin.reboot it runs a reboot command and waits for a new boot id, but it
+polls the boot id at a fixed interval: ansible.builtin.reboot backs off exponentially
+(1, 2, 4, 8, 12 s), so it notices a host that is back after 12 s only after about 16 s.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+ARGUMENT_SPEC = {
+    "reboot_command": {"type": "str", "required": True},
+    "boot_time_command": {"type": "str", "default": "cat /proc/sys/kernel/random/boot_id"},
+    "reboot_timeout": {"type": "int", "default": 600},
+    "poll_interval": {"type": "float", "default": 1.0},
+    "connect_timeout": {"type": "int", "default": 5},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+
+    # Seams for the unit tests.
+    _clock = staticmethod(time.monotonic)
+    _sleep = staticmethod(time.sleep)
+
+    def _boot_id(self, command):
+        """The host's boot id; raises AnsibleConnectionFailure when it cannot be reached."""
+        res = self._low_level_execute_command(command, sudoable=True)
+        if res.get("rc") != 0:
+            raise AnsibleError("'%s' failed (rc=%s): %s" % (command, res.get("rc"),
+                                                            to_text(res.get("stderr") or res.get("stdout")).strip()))
+        # The last line: with a tty (become), ssh mixes the login's messages into stdout.
+        lines = [line.strip() for line in to_text(res.get("stdout")).splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+    def _set_connect_timeout(self, value):
+        """Set the connection's timeout; -> the previous value, or None when it has none."""
+        for option in ("timeout", "connection_timeout"):
+            try:
+                previous = self._connection.get_option(option)
+                self._connection.set_option(option, value)
+                return option, previous
+            except (AnsibleError, AttributeError, KeyError):
+                continue
+        return None, None
+
+    def _reset(self):
+        try:
+            self._connection.reset()
+        except (AnsibleConnectionFailure, AttributeError):
+            pass
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = True
+        result = super().run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        result.update(changed=False, rebooted=False, went_down=False, elapsed=0.0, boot_id_before=None, boot_id=None)
+
+        if self._connection.transport == "local":
+            result.update(failed=True, msg="Refusing to reboot the controller (connection local).")
+            return result
+        if self._task.check_mode:
+            result.update(changed=True)
+            return result
+        if args["reboot_timeout"] < 1 or args["poll_interval"] <= 0:
+            result.update(failed=True, msg="reboot_timeout must be at least 1 and poll_interval more than 0.")
+            return result
+
+        try:
+            before = self._boot_id(args["boot_time_command"])
+        except AnsibleError as exc:
+            result.update(failed=True, msg="Failed to read the boot id before the reboot: %s" % to_text(exc))
+            return result
+        if not before:
+            result.update(failed=True, msg="Failed to read the boot id before the reboot: '%s' printed nothing"
+                          % args["boot_time_command"])
+            return result
+        result["boot_id_before"] = before
+
+        start = self._clock()
+        try:
+            res = self._low_level_execute_command(args["reboot_command"], sudoable=True)
+        except AnsibleConnectionFailure:
+            res = {"rc": 0}     # the host went down before the command returned
+        if res.get("rc") != 0:
+            result.update(failed=True, rc=res.get("rc"), stdout=to_text(res.get("stdout")),
+                          stderr=to_text(res.get("stderr")),
+                          msg="The reboot command failed (rc=%s): %s" % (res.get("rc"), to_text(
+                              res.get("stderr") or res.get("stdout")).strip()))
+            return result
+
+        option, previous = self._set_connect_timeout(args["connect_timeout"])
+        last_error = "the boot id did not change"
+        went_down = False
+        try:
+            while True:
+                self._sleep(args["poll_interval"])
+                # A control master to a host that went down may linger: start a fresh connection.
+                self._reset()
+                try:
+                    now = self._boot_id(args["boot_time_command"])
+                except AnsibleConnectionFailure as exc:
+                    went_down = True
+                    last_error = to_text(exc).strip().splitlines()[-1] if to_text(exc).strip() else "unreachable"
+                except AnsibleError as exc:
+                    last_error = to_text(exc)
+                else:
+                    if now and now != before:
+                        result.update(changed=True, rebooted=True, went_down=True, boot_id=now,
+                                      elapsed=round(self._clock() - start, 2))
+                        return result
+                    last_error = "the boot id did not change"
+                if self._clock() - start >= args["reboot_timeout"]:
+                    break
+        finally:
+            if option is not None:
+                try:
+                    self._connection.set_option(option, previous)
+                except (AnsibleError, AttributeError, KeyError):
+                    pass
+                self._reset()
+        result.update(failed=True, went_down=went_down, elapsed=round(self._clock() - start, 2),
+                      msg="The host did not come back with a new boot id within %d s of the reboot command "
+                          "(last check: %s)" % (args["reboot_timeout"], last_error))
+        return result

@@ -1,0 +1,125 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the os_reboot action plugin, with a scripted connection and clock."""
+
+from __future__ import annotations
+
+from unittest.mock import MagicMock
+
+import pytest
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.playbook.task import Task
+from ansible_collections.fleetos.layering.plugins.action import os_reboot
+
+BOOT = "cat /run/lab-boot-id"
+REBOOT = "rpm-ostree finalize-deployment --allow-unlocked abc"
+
+
+class Host:
+    """Answers each command from a script; each poll advances the fake clock by the sleep."""
+
+    def __init__(self, polls, reboot_rc=0):
+        self.polls = list(polls)      # per poll: a boot id, or None for unreachable
+        self.reboot_rc = reboot_rc
+        self.commands = []
+        self.now = 100.0
+        self.sleeps = []
+
+    def execute(self, cmd, sudoable=True):
+        self.commands.append(cmd)
+        if cmd == REBOOT:
+            return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: Expected staged base checksum abc" if self.reboot_rc else ""}
+        if len(self.commands) == 1:
+            return {"rc": 0, "stdout": "lastlog_openseek: Couldn't stat /var/log/lastlog\r\nold-id\r\n", "stderr": ""}
+        answer = self.polls.pop(0) if self.polls else "old-id"
+        if answer is None:
+            raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
+        return {"rc": 0, "stdout": answer + "\n", "stderr": ""}
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def run(host, check_mode=False, transport="ssh", **args):
+    task = MagicMock(Task)
+    task.args = dict({"reboot_command": REBOOT, "boot_time_command": BOOT, "reboot_timeout": 20}, **args)
+    task.async_val = 0
+    task.check_mode = check_mode
+    connection = MagicMock()
+    connection.transport = transport
+    connection._shell.tmpdir = None
+    connection.get_option.return_value = 10
+    action = os_reboot.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    action._low_level_execute_command = host.execute
+    action._sleep = host.sleep
+    action._clock = lambda: host.now
+    host.connection = connection
+    return action.run(task_vars={})
+
+
+def test_back_after_the_boot_id_changes_at_the_poll_interval():
+    host = Host(["old-id", None, None, "new-id"])
+    result = run(host, poll_interval=0.5)
+    connection = host.connection
+    assert not result.get("failed"), result
+    assert result["rebooted"] is True and result["changed"] is True and result["went_down"] is True
+    assert result["boot_id_before"] == "old-id"      # the login's noise before it is dropped
+    assert result["boot_id"] == "new-id"
+    assert host.sleeps == [0.5, 0.5, 0.5, 0.5]        # a fixed interval, no back-off
+    assert result["elapsed"] == 2.0
+    assert host.commands == [BOOT, REBOOT, BOOT, BOOT, BOOT, BOOT]
+    # The timeout of the connection is set for the polls and then restored.
+    connection.set_option.assert_any_call("timeout", 5)
+    assert connection.set_option.call_args_list[-1].args == ("timeout", 10)
+
+
+def test_never_back_fails_after_the_timeout_not_unreachable():
+    host = Host([None] * 100)
+    result = run(host, reboot_timeout=20, poll_interval=1)
+    assert result["failed"] is True
+    assert result["rebooted"] is False and result["went_down"] is True and result["boot_id"] is None
+    assert result["elapsed"] == 20
+    assert len(host.sleeps) == 20
+    assert "within 20 s" in result["msg"] and "Connection refused" in result["msg"]
+
+
+def test_never_went_down_says_so():
+    host = Host([])
+    result = run(host, reboot_timeout=3, poll_interval=1)
+    assert result["failed"] is True and result["went_down"] is False
+    assert "the boot id did not change" in result["msg"]
+
+
+def test_a_failed_reboot_command_does_not_wait():
+    host = Host([], reboot_rc=1)
+    result = run(host)
+    assert result["failed"] is True and result["rebooted"] is False
+    assert result["rc"] == 1 and "Expected staged base checksum" in result["msg"]
+    assert host.commands == [BOOT, REBOOT] and host.sleeps == []
+
+
+def test_a_connection_dropped_by_the_reboot_command_counts_as_started():
+    host = Host(["new-id"])
+
+    def execute(cmd, sudoable=True):
+        if cmd == REBOOT:
+            host.commands.append(cmd)
+            raise AnsibleConnectionFailure("Shared connection to node closed.")
+        return Host.execute(host, cmd, sudoable)
+
+    task_host = host
+    task_host.execute = execute
+    result = run(task_host)
+    assert result["rebooted"] is True and result["boot_id"] == "new-id"
+
+
+@pytest.mark.parametrize(("check_mode", "transport", "failed", "changed"),
+                         [(True, "ssh", False, True), (False, "local", True, False)])
+def test_check_mode_and_local_run_nothing(check_mode, transport, failed, changed):
+    host = Host([])
+    result = run(host, check_mode=check_mode, transport=transport)
+    assert bool(result.get("failed")) is failed and result["changed"] is changed
+    assert host.commands == []
