@@ -336,3 +336,42 @@ def test_fleetlock_holders_never_exceed_slots(lab, fleet, tmp_path):
             proc.wall, len(taken), len([e for e in locks if e["event"] == "fleetlock_refused"]), report["waves"]))
     finally:
         f.restore(fleet["digest"])
+
+
+FZ_POOLS = {"rz-a": ["node05", "node06", "node07"], "rz-b": ["node08", "node09", "node10"]}
+FZ_BUDGETS = {"rz-a": 2, "rz-b": 1}
+
+
+def test_fleetlock_without_a_slot_retries_then_stops(lab, fleet, tmp_path):
+    """FleetLock gives no slot at all: the refused wave is asked again until the timeout, then the rollout stops."""
+    f = Pools(lab, tmp_path, pools=FZ_POOLS, budgets=FZ_BUDGETS)
+    url = yaml.safe_load(lab.inventory.read_text())["all"]["vars"]["fleetos_lab_fleetlock_url"]
+    for group in FZ_POOLS:
+        lab.fleetlab("fleetlock", "slots", 0, "--group", group)
+    try:
+        proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s" % _pinned(fleet), "-e", "fleetos_fleetlock_url=%s" % url,
+                      "-e", "os_activate_fleetlock_retry_delay=1", "-e", "os_activate_fleetlock_timeout=4", check=False)
+        (tmp_path / "rollout.log").write_text(proc.stdout)
+        assert proc.returncode != 0
+        report = proc.report
+        stop = "FleetLock gave no slot within 4 s (node05, node06, node08 refused)"
+        assert report["stop_reason"] == stop, report["stop_reason"]
+        assert report["waves"] == []
+        assert report["counts"]["not_activated"] == 6, report["counts"]
+        for row in report["hosts"]:
+            assert row["reason"] == "staged, not activated: %s" % stop, row
+            assert f.staged(row["host"]) and f.booted(row["host"]) == lab.base_digest, row["host"]
+        # Asked again after each refusal (the retry pass ran: the wave's three hosts each time),
+        # never locked, nothing rebooted. The lab journals a refusal without group or id.
+        passes = proc.stdout.count("TASK [fleetos.layering.os_activate : Ask FleetLock for a slot, once]")
+        assert passes >= 2, passes
+        refused = [e for e in proc.events if e["event"] == "fleetlock_refused" and e.get("path") == "/v1/pre-reboot"]
+        assert len(refused) >= 3 * passes, (passes, refused)
+        locks = [e for e in proc.events if e["event"] == "fleetlock_lock" and e.get("group") in FZ_POOLS]
+        assert locks == []
+        assert _reboots(proc.events) == []
+        print("fleetlock without a slot: %.1f s, %d passes, %d refusals" % (proc.wall, passes, len(refused)))
+    finally:
+        for group in FZ_POOLS:
+            lab.fleetlab("fleetlock", "slots", 1, "--group", group)
+        f.restore(fleet["digest"])
