@@ -59,7 +59,7 @@ class Adoption:
         self.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False))
 
     def reset(self):
-        """As a disk image leaves a node: a refspec origin, nothing staged, no backups.
+        """As a disk image leaves a node: a refspec origin, nothing staged, no backups, no layer cache.
 
         The origin is found by the booted commit, not through rpm-ostree, which cannot
         load a sysroot whose origin a test broke.
@@ -68,7 +68,7 @@ class Adoption:
             commit = self.commits[node]
             self.lab.exec(node, "for f in /sysroot/ostree/deploy/*/deploy/%s.*.origin; do printf '%%s' '%s' > $f; "
                                 "rm -f $f.*.bak; done" % (commit, DISK_ORIGIN))
-            self.lab.exec(node, "rpm-ostree cleanup -p >/dev/null")
+            self.lab.exec(node, "rpm-ostree cleanup -p >/dev/null; rm -rf /sysroot/ostree/container-cache")
 
     def play(self, *extra, check=True, name="report", limit=None):
         limit = limit or self.same + [self.older]
@@ -90,7 +90,7 @@ class Adoption:
     def layer_digests(self):
         raw = self.lab.exec(self.same[0], "skopeo inspect --raw --authfile /etc/ostree/auth.json docker://%s"
                             % self.pinned).stdout
-        return {layer["digest"] for layer in json.loads(raw)["layers"]}
+        return {layer["digest"]: layer["size"] for layer in json.loads(raw)["layers"]}
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +153,12 @@ def test_adopt_in_place_then_rerun_is_unchanged(lab, adoption):
     assert [d["checksum"] for d in staged] == [adoption.record["commit"]]
     assert staged[0]["container-image-reference-digest"] == adoption.record["digest"]
     assert proc.report["reboot_required"] == [adoption.older]
+    # Each layer read once: the disk-image node keeps no layer cache, so rpm-ostree pulls
+    # and the stage does not fetch the layers a second time beforehand.
+    older_reads = [e for e in proc.events if e.get("event") == "blob_read" and e.get("node") == adoption.older
+                   and e.get("digest") in layers]
+    assert sorted(e["digest"] for e in older_reads) == sorted(layers)
+    assert sum(int(e["bytes"]) for e in older_reads) == sum(layers.values())
 
     # The rerun: nothing changes anywhere, nothing is pulled.
     again = adoption.play(name="rerun")
