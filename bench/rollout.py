@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Rollout wall time against a naive playbook and against the floor, on lab nodes.
 
-One run, on N lab nodes (default node12..node23) in two pools, each pool with
+One run, on N lab nodes (default: 12 of the bench's own, `fleetlab claim bench-rollout`) in two pools, each pool with
 fleetos_pool_max_unavailable = --budget (3), every node booted on the lab base image v1:
 
 1. playbooks/rollout.yml to v2 (built here: --from fleetos/lab-os:1.0 --size-mb 50);
@@ -27,7 +27,7 @@ and the nodes are left on v1. Prints figures and writes
 bench/results/rollout-<timestamp>.json; not a pass/fail test (exit 1 only when
 something broke).
 
-  .venv/bin/python bench/rollout.py [--nodes node12,...,node23] [--budget 3]
+  .venv/bin/python bench/rollout.py [--count 12 | --nodes node12,...,node23] [--budget 3]
       [--pools 2] [--boot-delay 10] [--rate 80mbit] [--size-mb 50]
 """
 
@@ -62,7 +62,6 @@ NAIVE = REPO / "bench" / "naive-rollout.yml"
 RESULTS = REPO / "bench" / "results"
 BASE = "fleetos/lab-os:1.0"
 REPOSITORY = "fleetos/bench-rollout"
-DEFAULT_NODES = ",".join("node%02d" % i for i in range(12, 24))
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
 
@@ -229,7 +228,12 @@ def playbook(inventory, book, log_path, *extra, forks):
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
+        if args.nodes:
+            self.nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
+        else:
+            # Nodes of the bench's own: the same ones on every run, no test's nodes among them.
+            fleetlab("up", "--nodes", "10")
+            self.nodes = json.loads(fleetlab("claim", "bench-rollout", "--count", args.count, "--json").stdout)
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.stamp = stamp
         self.run_dir = RESULTS / ("rollout-%s" % stamp)
@@ -473,7 +477,9 @@ def show(res):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default=DEFAULT_NODES, help="comma-separated lab nodes (default node12..node23)")
+    parser.add_argument("--nodes", default=None,
+                        help="comma-separated lab nodes (default: --count nodes of the bench's own, fleetlab claim)")
+    parser.add_argument("--count", type=int, default=12, help="how many nodes to claim without --nodes (12)")
     parser.add_argument("--pools", type=int, default=2, help="pools the nodes are dealt into (default 2)")
     parser.add_argument("--budget", type=int, default=3, help="fleetos_pool_max_unavailable of each pool (3)")
     parser.add_argument("--boot-delay", type=float, default=10, help="seconds each boot is delayed (10; 0: none)")
