@@ -266,3 +266,28 @@ def test_an_image_that_cannot_be_inspected_fails_every_host_and_changes_nothing(
     for node in adoption.same:
         assert adoption.origin(node) == DISK_ORIGIN
     assert not [d for d in lab.rpm_ostree_status(adoption.older)["deployments"] if d["staged"]]
+
+
+def test_role_on_its_own_inspects_the_image_on_the_host(lab, adoption):
+    node = adoption.same[0]
+    adoption.reset()
+    playbook = adoption.tmp / "role.yml"
+    playbook.write_text(
+        "- name: The role in a playbook of one's own\n"
+        "  hosts: %s\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - name: Adopt\n"
+        "      ansible.builtin.include_role:\n"
+        "        name: fleetos.layering.cloud_image_adopt\n"
+        "      vars:\n"
+        "        cloud_image_adopt_image: %s\n"
+        "    - name: Show the result\n"
+        "      ansible.builtin.debug:\n"
+        "        msg: \"RESULT {{ cloud_image_adopt_result | to_json }}\"\n" % (node, adoption.image))
+    proc = _run(lab, adoption.inventory, playbook)
+    result = json.loads(re.search(r'"RESULT (.*)"', proc.stdout).group(1).replace('\\"', '"'))
+    assert (result["status"], result["digest"], result["image"]) == ("adopted", adoption.record["digest"], adoption.pinned)
+    assert _booted(lab.rpm_ostree_status(node))["container-image-reference"] == (
+        "ostree-unverified-registry:%s" % adoption.pinned)
+    adoption.reset()
