@@ -11,11 +11,14 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+    COMMIT_LABELS,
+    LEGACY_COMMIT_LABEL,
+    image_commit,
+    is_bootable,
+    is_legacy_oscontainer,
+)
 
-# The labels that name an image's ostree commit, in the order they are trusted.
-COMMIT_LABELS = ("ostree.commit", "com.coreos.ostree-commit", "io.openshift.os-commit")
-LEGACY_COMMIT_LABEL = "com.coreos.ostree-commit"
-BOOTABLE_LABELS = (("ostree.bootable", ("true", "1")), ("containers.bootc", ("1", "true")))
 DEFAULT_DESCRIPTION = "Managed by fleetos.layering"
 
 # Keys of [origin] that name what a deployment tracks; adoption replaces them.
@@ -30,24 +33,6 @@ def _labels(info):
     if not isinstance(labels, dict):
         raise InvalidInputError("the image's labels are %s, not a mapping" % type(labels).__name__)
     return labels
-
-
-def image_commit(labels):
-    """The ostree commit an image's labels name (first of COMMIT_LABELS), or None."""
-    for key in COMMIT_LABELS:
-        value = labels.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def is_bootable(labels):
-    return any(str(labels.get(key, "")).lower() in values for key, values in BOOTABLE_LABELS)
-
-
-def is_legacy_oscontainer(labels):
-    """A legacy oscontainer: an ostree repo at /srv/repo, not a bootable image."""
-    return not is_bootable(labels) and bool(labels.get(LEGACY_COMMIT_LABEL))
 
 
 def _pinned_image(info):

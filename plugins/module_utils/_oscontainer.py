@@ -26,10 +26,9 @@ import shutil
 import tarfile
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest, first_line
 
-COMMIT_LABEL = "com.coreos.ostree-commit"
-BOOTABLE_LABEL = "ostree.bootable"
 REPO_PATH = ("srv", "repo")
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -46,15 +45,15 @@ def is_checksum(value):
 
 def oscontainer_commit(image, labels):
     """The commit a legacy oscontainer's label names; raise ImageError for another kind of image."""
-    commit = (labels or {}).get(COMMIT_LABEL)
+    commit = (labels or {}).get(LEGACY_COMMIT_LABEL)
     if not commit:
         kind = "a bootable container image" if (labels or {}).get(BOOTABLE_LABEL) else "an image"
         raise ImageError(
             "Image '%s' is not a legacy oscontainer: it has no label %s (it is %s; rebase to a bootable "
-            "image with fleetos.layering.rpm_ostree_rebase)." % (image, COMMIT_LABEL, kind))
+            "image with fleetos.layering.rpm_ostree_rebase)." % (image, LEGACY_COMMIT_LABEL, kind))
     if not is_checksum(commit):
         raise ImageError("Image '%s' has an invalid label %s '%s': expected an ostree commit checksum of "
-                         "64 hex digits." % (image, COMMIT_LABEL, commit))
+                         "64 hex digits." % (image, LEGACY_COMMIT_LABEL, commit))
     return commit
 
 

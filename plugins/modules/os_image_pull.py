@@ -211,21 +211,12 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DIGEST_FORM, is_digest, parse
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label, image_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
 
 OSTREE_CACHE = "/sysroot/ostree/container-cache"
 DEFAULT_CACHE = "/var/cache/fleetos/images"
-COMMIT_LABELS = ("ostree.commit", "com.coreos.ostree-commit", "io.openshift.os-commit")
-VERSION_LABELS = ("version", "org.opencontainers.image.version")
 REF_NAME = "org.opencontainers.image.ref.name"
-
-
-def first_label(labels, names):
-    """The value of the first label of ``names`` that is set, or None."""
-    for name in names:
-        if labels.get(name):
-            return labels[name]
-    return None
 
 
 def layout_blobs(cache):
@@ -307,7 +298,7 @@ def pull(module, skopeo, params):
                              "digest %s" % (image, digest, expected), digest=digest, expected_digest=expected)
         pinned = ref.with_digest(digest).image
         result = dict(changed=False, image=pinned, digest=digest, labels=labels,
-                      ostree_commit=first_label(labels, COMMIT_LABELS),
+                      ostree_commit=image_commit(labels),
                       version=first_label(labels, VERSION_LABELS),
                       architecture=info.get("Architecture") or None)
         if params["state"] == "present":
