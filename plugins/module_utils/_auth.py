@@ -31,8 +31,16 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import In
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse
 
 AUTH_FILE_NAME = "auth.json"
+RUN_AUTH_FILE = "/run/ostree/auth.json"
+# The auth files rpm-ostree reads, first match wins.
+OSTREE_AUTH_FILES = (RUN_AUTH_FILE, "/etc/ostree/auth.json")
 TEMP_PREFIX = "fleetos-auth-"
 _LEGACY_DOCKER_HUB = ("index.docker.io", "registry-1.docker.io")
+
+
+def ostree_auth_file(paths=OSTREE_AUTH_FILES):
+    """The auth file rpm-ostree would use (the first of ``paths`` that exists), or None."""
+    return next((path for path in paths if os.path.exists(path)), None)
 
 
 def normalize_key(key):

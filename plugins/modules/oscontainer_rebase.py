@@ -247,8 +247,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
+    OSTREE_AUTH_FILES,
     credentials,
     image_scopes,
+    ostree_auth_file,
     temporary_auth_file,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
@@ -274,8 +276,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree impor
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
 
-# The auth files rpm-ostree reads, first match wins (used when auth_file is not given).
-OSTREE_AUTH_FILES = ("/run/ostree/auth.json", "/etc/ostree/auth.json")
 WORK_PREFIX = "fleetos-oscontainer-"
 LAYOUT_TAG = "oscontainer"
 
@@ -315,7 +315,7 @@ def auth_document(module, image, auth_file):
     """The containers-auth.json document with the one entry for ``image``, or None."""
     explicit = bool(auth_file)
     if not explicit:
-        auth_file = next((path for path in OSTREE_AUTH_FILES if os.path.isfile(path)), None)
+        auth_file = ostree_auth_file(OSTREE_AUTH_FILES)
         if auth_file is None:
             return None
     creds = credentials(image, auth_file=auth_file)

@@ -218,6 +218,11 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
+    OSTREE_AUTH_FILES,
+    RUN_AUTH_FILE,
+    ostree_auth_file,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -231,24 +236,11 @@ from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree impor
     next_boot,
 )
 
-RUN_AUTH_FILE = "/run/ostree/auth.json"
-# The auth files rpm-ostree reads, first match wins.
-OSTREE_AUTH_FILES = (RUN_AUTH_FILE, "/etc/ostree/auth.json")
-
-
-def default_auth_file():
-    """The auth file rpm-ostree would use, or None."""
-    for path in OSTREE_AUTH_FILES:
-        if os.path.exists(path):
-            return path
-    return None
-
-
 def resolve_digest(module, ref, auth_file=None):
     """Resolve the tag of ``ref`` to a manifest digest with ``skopeo inspect`` on the host."""
     skopeo = module.get_bin_path("skopeo", required=True)
     argv = [skopeo, "inspect", "--no-tags"]
-    auth_file = auth_file or default_auth_file()
+    auth_file = auth_file or ostree_auth_file(OSTREE_AUTH_FILES)
     if auth_file:
         argv += ["--authfile", auth_file]
     argv += ["--", ref.docker_reference]
