@@ -25,6 +25,7 @@ import re
 import shutil
 import tarfile
 
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest, first_line
@@ -93,13 +94,7 @@ class Ostree:
 
     def __init__(self, module, executable=None):
         self.module = module
-        if executable and "/" in executable:
-            self.binary = executable
-        else:
-            self.binary = module.get_bin_path(executable or "ostree", required=False)
-        if not self.binary:
-            raise CommandError("Failed to find the ostree executable '%s' on the target: install ostree or "
-                               "set ostree_executable." % (executable or "ostree"))
+        self.binary = find_executable(module, executable, "ostree", "ostree_executable")
 
     def _run(self, args):
         argv = [self.binary] + list(args)

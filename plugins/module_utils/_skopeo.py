@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 
 # stderr fragment (lowercase) -> the cause as the error message names it.
 _CAUSES = (
@@ -46,16 +47,9 @@ def describe_failure(stderr):
 class Skopeo:
     """Runs skopeo through an AnsibleModule's ``run_command``."""
 
-    def __init__(self, module, executable=None):
+    def __init__(self, module, executable=None, option="executable"):
         self.module = module
-        if executable and "/" in executable:
-            self.binary = executable
-        else:
-            self.binary = module.get_bin_path(executable or "skopeo", required=False)
-        if not self.binary:
-            raise CommandError(
-                "Failed to find the skopeo executable '%s' on the target: install skopeo or set "
-                "executable" % (executable or "skopeo"))
+        self.binary = find_executable(module, executable, "skopeo", option)
 
     def _run(self, argv, action, image):
         rc, stdout, stderr = self.module.run_command(

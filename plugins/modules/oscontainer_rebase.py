@@ -443,7 +443,7 @@ def main():
     try:
         client = RpmOstreeClient(module, executable=params["executable"], retries=params["retries"],
                                  retry_delay=params["retry_delay"])
-        skopeo = Skopeo(module, params["skopeo_executable"])
+        skopeo = Skopeo(module, params["skopeo_executable"], option="skopeo_executable")
         ostree = Ostree(module, params["ostree_executable"])
         result = run_module(module, client, skopeo, ostree)
     except FleetosError as exc:

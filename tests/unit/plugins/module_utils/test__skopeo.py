@@ -90,7 +90,7 @@ def test_missing_binary():
     with pytest.raises(CommandError) as raised:
         Skopeo(FakeModule(found=None))
     assert raised.value.msg == ("Failed to find the skopeo executable 'skopeo' on the target: install skopeo "
-                                "or set executable")
+                                "or set executable.")
 
 
 # Real skopeo 1.9 stderr lines as the lab registry produces them.
@@ -136,3 +136,9 @@ def test_inspect_not_json():
         Skopeo(module).inspect(IMAGE)
     assert raised.value.msg == "Failed to inspect image '%s': skopeo printed no valid JSON" % IMAGE
     assert raised.value.details["stdout"] == "not json"
+
+
+def test_missing_binary_names_the_option_that_sets_it():
+    with pytest.raises(CommandError) as raised:
+        Skopeo(FakeModule(found=None), option="skopeo_executable")
+    assert raised.value.msg.endswith("install skopeo or set skopeo_executable.")
