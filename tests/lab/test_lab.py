@@ -303,11 +303,8 @@ def test_disk_image_nodes_boot_the_commit_with_a_refspec_origin(lab, tmp_path):
     tag = "fleetos/test-cloud:%s" % uuid.uuid4().hex[:8]
     lab.build_image(tag, "--from", "fleetos/lab-os:1.0", "--add-file", "%s:/usr/share/fleetlab/cloud" % marker)
     record = lab.image_record(tag)
-    # Nodes up to node10 are plain lab nodes other tests use; the disk-image node comes after.
-    count = max(len(lab.nodes), 10)
-    lab.fleetlab("up", "--nodes", count)
-    lab.fleetlab("up", "--nodes", count + 1, "--disk-image", tag)
-    node = "node%02d" % (count + 1)
+    # A node of this test's own, after the nodes other tests use.
+    node = lab.own_nodes("test_lab", 1, disk_image=tag)[0]
     assert lab.info["nodes"][node]["disk_image"] is True
     status = lab.rpm_ostree_status(node)
     booted = [d for d in status["deployments"] if d["booted"]][0]
