@@ -236,6 +236,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree impor
     next_boot,
 )
 
+
 def resolve_digest(module, ref, auth_file=None):
     """Resolve the tag of ``ref`` to a manifest digest with ``skopeo inspect`` on the host."""
     skopeo = module.get_bin_path("skopeo", required=True)
