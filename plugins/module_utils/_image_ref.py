@@ -16,7 +16,14 @@ An rpm-ostree image reference is ``TRANSPORT:NAME`` where the transport is one o
     ostree-image-signed:docker://NAME
 
 and ``NAME`` is ``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``. A plain
-``NAME`` without a transport is accepted as well (transport ``None``).
+``NAME`` without a transport is accepted as well (transport ``None``), with or without
+the containers-image ``docker://`` prefix.
+
+This module is the only grammar of image references and transports in the collection:
+:func:`parse` reads what rpm-ostree shows, :func:`parse_image` a plain image given by a
+user (a module option, ``spec.image`` of a MachineImage, ``fleetos_pool_image``),
+:func:`parse_transport` a transport (``spec.transport``), and :func:`reference` puts
+a plain pinned image and a transport together, never weakening the transport.
 
 OpenShift's old pivot tool named a legacy oscontainer in a custom origin URL,
 ``pivot://NAME@sha256:<64 hex>``; :func:`parse_pivot` reads those.
@@ -24,6 +31,7 @@ OpenShift's old pivot tool named a legacy oscontainer in a custom origin URL,
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, replace
 
@@ -42,10 +50,16 @@ PIVOT_SCHEME = "pivot://"
 PIVOT = "pivot"
 
 TRANSPORTS = (UNVERIFIED_REGISTRY, UNVERIFIED_IMAGE, REMOTE_REGISTRY, REMOTE_IMAGE, IMAGE_SIGNED)
+DEFAULT_TRANSPORT = UNVERIFIED_REGISTRY
+DOCKER_SCHEME = "docker://"
 # Transports whose NAME is written after a "docker://" prefix.
 _DOCKER_PREFIXED = (UNVERIFIED_IMAGE, REMOTE_IMAGE, IMAGE_SIGNED)
 # Transports that name an ostree remote (its signature configuration) first.
 _WITH_REMOTE = (REMOTE_REGISTRY, REMOTE_IMAGE)
+
+# Transports whose image is verified (signature policy of an ostree remote, or the
+# host's containers policy); a planner must never replace one by an unverified one.
+_VERIFIED = (REMOTE_REGISTRY, REMOTE_IMAGE, IMAGE_SIGNED)
 
 # The module option `transport` -> the rpm-ostree transport it writes.
 TRANSPORT_CHOICES = {
@@ -53,6 +67,17 @@ TRANSPORT_CHOICES = {
     "remote": REMOTE_IMAGE,
     "signed": IMAGE_SIGNED,
 }
+# Every rpm-ostree transport -> the module option value of the same kind.
+TRANSPORT_KINDS = {
+    UNVERIFIED_REGISTRY: "registry",
+    UNVERIFIED_IMAGE: "registry",
+    REMOTE_REGISTRY: "remote",
+    REMOTE_IMAGE: "remote",
+    IMAGE_SIGNED: "signed",
+}
+# The accepted forms of a transport, for messages.
+TRANSPORT_FORMS = (UNVERIFIED_REGISTRY, UNVERIFIED_IMAGE, IMAGE_SIGNED, REMOTE_IMAGE + ":REMOTE",
+                   REMOTE_REGISTRY + ":REMOTE")
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -63,24 +88,168 @@ _HOST_RE = re.compile(
 )
 _REMOTE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 DIGEST_FORM = "sha256: and 64 hex digits"
+PLAIN_FORM = "registry/repository@sha256:<64 hex digits>"
+
+# os.uname().machine -> the architecture name of the OCI image index (GOARCH).
+_OCI_ARCHITECTURES = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "armv7l": "arm",
+    "armv6l": "arm",
+    "i386": "386",
+    "i486": "386",
+    "i586": "386",
+    "i686": "386",
+    "riscv64": "riscv64",
+}
+
+
+class InvalidReferenceError(InvalidInputError):
+    """An image reference or a transport that the grammar refuses.
+
+    The message is ``SUBJECT CAUSE``; ``subject`` names what was read (``image
+    reference 'x'``, ``transport 'y'``) and ``cause`` is the rest of the sentence, so
+    that a caller can name its own field instead: ``spec.image 'x' CAUSE``.
+    """
+
+    def __init__(self, subject, cause, **details):
+        super().__init__("%s %s" % (subject, cause), **details)
+        self.subject = subject
+        self.cause = cause
+
+
+def _bad(whole, cause):
+    return InvalidReferenceError("image reference '%s'" % (whole,), cause)
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How rpm-ostree fetches and verifies an image: ``name`` and, for the remote
+    transports, the ostree ``remote`` whose signature configuration verifies it.
+
+    Build one with :func:`parse_transport` or :func:`transport_of_kind`; the
+    constructor refuses a remote transport without a remote and a remote on another one.
+    """
+
+    name: str
+    remote: str | None = None
+
+    def __post_init__(self):
+        if self.name not in TRANSPORTS and self.name != PIVOT:
+            raise InvalidReferenceError("transport '%s'" % (self.name,), "is not an rpm-ostree transport: expected "
+                                        "one of %s" % ", ".join(TRANSPORT_FORMS))
+        if self.name in _WITH_REMOTE:
+            if not isinstance(self.remote, str) or not _REMOTE_RE.match(self.remote):
+                raise InvalidReferenceError("transport '%s'" % self.text, "names no valid ostree remote: expected "
+                                            "%s:REMOTE" % self.name)
+        elif self.remote is not None:
+            raise InvalidReferenceError("transport '%s'" % self.text, "names an ostree remote, which only %s take"
+                                        % " and ".join(_WITH_REMOTE))
+
+    @property
+    def kind(self):
+        """The module option value: ``registry``, ``remote`` or ``signed`` (None for ``pivot``)."""
+        return TRANSPORT_KINDS.get(self.name)
+
+    @property
+    def text(self):
+        """The transport as written before the image: ``ostree-remote-image:fleet``, ``ostree-image-signed``."""
+        if self.remote is None:
+            return self.name
+        return "%s:%s" % (self.name, self.remote)
+
+    @property
+    def verified(self):
+        """True when rpm-ostree verifies the image (a signed or remote transport)."""
+        return self.name in _VERIFIED
+
+    @property
+    def docker_prefixed(self):
+        """True when the image follows as ``docker://NAME``."""
+        return self.name in _DOCKER_PREFIXED
+
+    def __str__(self):
+        return self.text
+
+
+def parse_transport(text, field="transport"):
+    """Parse a transport text; None or an empty string is the default ``ostree-unverified-registry``.
+
+    Accepted: ``ostree-unverified-registry``, ``ostree-unverified-image``,
+    ``ostree-image-signed``, ``ostree-remote-image:REMOTE``, ``ostree-remote-registry:REMOTE``.
+    ``field`` names the input in the message (``spec.transport``).
+    """
+    if text is None or text == "":
+        return Transport(DEFAULT_TRANSPORT)
+    expected = "expected one of %s" % ", ".join(TRANSPORT_FORMS)
+    if not isinstance(text, str):
+        raise InvalidReferenceError(field, "is %s, not a transport text: %s" % (type(text).__name__, expected))
+    subject = "%s '%s'" % (field, text)
+    name, sep, remote = text.partition(":")
+    if name in _WITH_REMOTE:
+        if not sep or not remote:
+            raise InvalidReferenceError(subject, "names no ostree remote: expected %s:REMOTE" % name)
+        if not _REMOTE_RE.match(remote):
+            raise InvalidReferenceError(subject, "has an invalid ostree remote '%s': expected letters, digits, "
+                                        "'_', '.' or '-'" % remote)
+        return Transport(name, remote)
+    if name in TRANSPORTS and not sep:
+        return Transport(name)
+    if name in TRANSPORTS:
+        raise InvalidReferenceError(subject, "has an extra ':%s': %s takes no ostree remote" % (remote, name))
+    raise InvalidReferenceError(subject, "is not an rpm-ostree transport: %s" % expected)
+
+
+def transport_of_kind(kind, remote=None):
+    """The Transport a module option ``transport`` (registry, remote, signed) writes.
+
+    ``remote`` is required for ``remote`` and ignored otherwise.
+    """
+    if kind not in TRANSPORT_CHOICES:
+        raise InvalidReferenceError("transport '%s'" % (kind,), "is not supported: expected one of %s"
+                                    % ", ".join(TRANSPORT_CHOICES))
+    if kind != "remote":
+        return Transport(TRANSPORT_CHOICES[kind])
+    if not remote or not isinstance(remote, str) or not _REMOTE_RE.match(remote):
+        raise InvalidReferenceError("ostree remote %r" % (remote,), "is invalid: transport 'remote' needs the name "
+                                    "of an ostree remote")
+    return Transport(TRANSPORT_CHOICES[kind], remote)
+
+
+def oci_architecture(machine):
+    """The OCI (GOARCH) architecture name of a kernel machine name (``os.uname().machine``).
+
+    ``x86_64`` -> ``amd64``, ``aarch64`` -> ``arm64``, ``armv7l`` -> ``arm``, ``i686`` ->
+    ``386``; ``ppc64le`` and ``s390x`` are the same in both; an unknown name is returned as is.
+    """
+    return _OCI_ARCHITECTURES.get(machine, machine)
 
 
 @dataclass(frozen=True)
 class ImageRef:
     """One image reference, split into its parts.
 
-    ``registry`` is the registry host (``host[:port]``); for a Docker Hub short name
-    (``fedora:39``, ``library/fedora``) it is ``docker.io`` and ``registry_implicit``
-    is true, so that :meth:`format` keeps the reference as it was given.
+    ``transport`` is a :class:`Transport` (None for a plain image); ``registry`` is the
+    registry host (``host[:port]``); for a Docker Hub short name (``fedora:39``,
+    ``library/fedora``) it is ``docker.io`` and ``registry_implicit`` is true, so that
+    :meth:`format` keeps the reference as it was given.
     """
 
-    transport: str | None
-    remote: str | None
+    transport: Transport | None
     registry: str
     repository: str
     tag: str | None = None
     digest: str | None = None
     registry_implicit: bool = False
+
+    @property
+    def remote(self):
+        """The ostree remote of a remote transport, or None."""
+        return self.transport.remote if self.transport is not None else None
 
     @property
     def name(self):
@@ -115,32 +284,22 @@ class ImageRef:
     @property
     def docker_reference(self):
         """The containers-image ``docker://`` reference (for skopeo)."""
-        return "docker://" + self.image
+        return DOCKER_SCHEME + self.image
 
     @property
     def kind(self):
         """The module option value for this transport (registry, remote, signed) or None."""
-        for choice, transport in TRANSPORT_CHOICES.items():
-            if transport == self.transport:
-                return choice
-        if self.transport == UNVERIFIED_IMAGE:
-            return "registry"
-        if self.transport == REMOTE_REGISTRY:
-            return "remote"
-        return None
+        return self.transport.kind if self.transport is not None else None
 
     def format(self):
         """The reference as rpm-ostree writes it (the plain image when no transport)."""
         if self.transport is None:
             return self.image
-        parts = [self.transport]
-        if self.transport in _WITH_REMOTE:
-            parts.append(self.remote)
-        if self.transport in _DOCKER_PREFIXED:
-            parts.append(self.docker_reference)
-        else:
-            parts.append(self.image)
-        return ":".join(parts)
+        if self.transport.name == PIVOT:
+            return PIVOT_SCHEME + self.image
+        if self.transport.docker_prefixed:
+            return "%s:%s" % (self.transport.text, self.docker_reference)
+        return "%s:%s" % (self.transport.text, self.image)
 
     def with_digest(self, digest, keep_tag=False):
         """A copy pinned to ``digest``; the tag is dropped unless ``keep_tag``.
@@ -150,6 +309,14 @@ class ImageRef:
         """
         _check_digest(digest, "%s@%s" % (self.name, digest))
         return replace(self, digest=digest, tag=self.tag if keep_tag else None)
+
+    def with_transport(self, transport):
+        """A copy with ``transport``: a :class:`Transport`, or a transport text read by
+        :func:`parse_transport` (None or ``""`` is the default ``ostree-unverified-registry``).
+        """
+        if not isinstance(transport, Transport):
+            transport = parse_transport(transport)
+        return replace(self, transport=transport)
 
     def __str__(self):
         return self.format()
@@ -162,18 +329,37 @@ def is_digest(value):
 
 def _check_digest(digest, whole):
     if not is_digest(digest):
-        raise InvalidInputError(
-            "image reference '%s' has an invalid digest: expected %s" % (whole, DIGEST_FORM)
-        )
+        raise _bad(whole, "has an invalid digest: expected %s" % DIGEST_FORM)
+
+
+def _check_registry(registry, whole):
+    cause = None
+    if not _HOST_RE.match(registry):
+        cause = "expected host or host:port"
+    else:
+        host, port = registry, None
+        if registry.startswith("["):
+            host, _sep, rest = registry[1:].partition("]")
+            port = rest[1:] if rest else None
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                cause = "'%s' is not an IPv6 address" % host
+        elif ":" in registry:
+            host, port = registry.rsplit(":", 1)
+        if cause is None and port is not None and not 0 < int(port) < 65536:
+            cause = "port %s is not between 1 and 65535" % port
+    if cause is not None:
+        raise _bad(whole, "has an invalid registry '%s': %s" % (registry, cause))
 
 
 def parse_name(text, whole=None):
     """Split ``[registry[:port]/]repository[:tag][@digest]`` -> (registry, repository, tag, digest, implicit)."""
     whole = text if whole is None else whole
     if not text:
-        raise InvalidInputError("image reference '%s' has no image name: expected registry/repository" % whole)
+        raise _bad(whole, "has no image name: expected registry/repository")
     if any(char.isspace() for char in text):
-        raise InvalidInputError("image reference '%s' contains whitespace" % whole)
+        raise _bad(whole, "contains whitespace")
     digest = None
     if "@" in text:
         text, digest = text.split("@", 1)
@@ -184,69 +370,90 @@ def parse_name(text, whole=None):
     if last_colon > last_slash:
         text, tag = text[:last_colon], text[last_colon + 1:]
         if not _TAG_RE.match(tag):
-            raise InvalidInputError(
-                "image reference '%s' has an invalid tag '%s': expected up to 128 letters, digits, "
-                "'_', '.' or '-', not starting with '.' or '-'" % (whole, tag)
-            )
+            raise _bad(whole, "has an invalid tag '%s': expected up to 128 letters, digits, '_', '.' or '-', "
+                              "not starting with '.' or '-'" % tag)
     first, sep, rest = text.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
         registry, repository, implicit = first, rest, False
-        if not _HOST_RE.match(registry):
-            raise InvalidInputError(
-                "image reference '%s' has an invalid registry '%s': expected host or host:port" % (whole, registry)
-            )
+        _check_registry(registry, whole)
     else:
         registry, repository, implicit = DOCKER_HUB, text, True
     if not repository:
-        raise InvalidInputError(
-            "image reference '%s' has no repository: expected registry/repository" % whole
-        )
+        raise _bad(whole, "has no repository: expected registry/repository")
     for component in repository.split("/"):
         if not _PATH_COMPONENT_RE.match(component):
-            raise InvalidInputError(
-                "image reference '%s' has an invalid repository '%s': expected lowercase letters, digits "
-                "and separators ('.', '_', '__', '-') in each '/'-separated component" % (whole, repository)
-            )
+            raise _bad(whole, "has an invalid repository '%s': expected lowercase letters, digits and separators "
+                              "('.', '_', '__', '-') in each '/'-separated component" % repository)
     return registry, repository, tag, digest, implicit
 
 
 def parse(text):
-    """Parse an rpm-ostree image reference, or a plain image without a transport."""
-    if not isinstance(text, str) or not text:
-        raise InvalidInputError("image reference %r is empty: expected [TRANSPORT:]registry/repository" % (text,))
-    transport = remote = None
+    """Parse an rpm-ostree image reference, or a plain image without a transport.
+
+    A plain image may carry the containers-image ``docker://`` prefix; it is dropped.
+    """
+    if not isinstance(text, str):
+        raise InvalidReferenceError("image reference %r" % (text,), "is %s, not a string: expected "
+                                    "[TRANSPORT:]registry/repository" % type(text).__name__)
+    if not text:
+        raise _bad(text, "is empty: expected [TRANSPORT:]registry/repository")
+    transport = None
     rest = text
     head, sep, tail = text.partition(":")
     if sep and head.startswith("ostree-"):
         if head not in TRANSPORTS:
-            raise InvalidInputError(
-                "image reference '%s' has an unknown transport '%s': expected one of %s"
-                % (text, head, ", ".join(TRANSPORTS))
-            )
-        transport, rest = head, tail
-        if transport in _WITH_REMOTE:
-            if rest.startswith("docker://"):
-                raise InvalidInputError(
-                    "image reference '%s' has no ostree remote: expected %s:REMOTE:..." % (text, transport)
-                )
+            raise _bad(text, "has an unknown transport '%s': expected one of %s" % (head, ", ".join(TRANSPORTS)))
+        rest = tail
+        remote = None
+        if head in _WITH_REMOTE:
+            if rest.startswith(DOCKER_SCHEME):
+                raise _bad(text, "has no ostree remote: expected %s:REMOTE:..." % head)
             remote, sep, rest = rest.partition(":")
             if not sep or not _REMOTE_RE.match(remote):
-                raise InvalidInputError(
-                    "image reference '%s' has an invalid ostree remote '%s': expected %s:REMOTE:..."
-                    % (text, remote, transport)
-                )
-        if transport in _DOCKER_PREFIXED:
-            if not rest.startswith("docker://"):
-                raise InvalidInputError(
-                    "image reference '%s' has an unsupported image transport: expected docker:// after %s:"
-                    % (text, transport if remote is None else "%s:%s" % (transport, remote))
-                )
-            rest = rest[len("docker://"):]
-    elif text.startswith("docker://"):
-        rest = text[len("docker://"):]
+                raise _bad(text, "has an invalid ostree remote '%s': expected %s:REMOTE:..." % (remote, head))
+        transport = Transport(head, remote)
+        if transport.docker_prefixed:
+            if not rest.startswith(DOCKER_SCHEME):
+                raise _bad(text, "has an unsupported image transport: expected docker:// after %s:" % transport.text)
+            rest = rest[len(DOCKER_SCHEME):]
+    elif text.startswith(DOCKER_SCHEME):
+        rest = text[len(DOCKER_SCHEME):]
     registry, repository, tag, digest, implicit = parse_name(rest, text)
-    return ImageRef(transport=transport, remote=remote, registry=registry, repository=repository,
-                    tag=tag, digest=digest, registry_implicit=implicit)
+    return ImageRef(transport=transport, registry=registry, repository=repository, tag=tag, digest=digest,
+                    registry_implicit=implicit)
+
+
+def parse_image(text, transport_field="the transport option"):
+    """Parse a plain image, ``[registry[:port]/]repository[:tag][@sha256:<64 hex>]``.
+
+    What a user gives as an image (a module's ``image``, a MachineImage's
+    ``spec.image``, ``fleetos_pool_image``). A ``docker://`` prefix is accepted and
+    dropped (``ImageRef.image`` never has it); an rpm-ostree transport is refused, as the
+    transport is chosen separately, with ``transport_field`` (named in the message).
+    Whether a digest is required is the caller's decision (``ImageRef.pinned``).
+    """
+    ref = parse(text)
+    if ref.transport is not None:
+        raise _bad(text, "already names an rpm-ostree transport (%s): give a plain %s and choose the transport with %s"
+                   % (ref.transport.text, PLAIN_FORM, transport_field))
+    return ref
+
+
+def reference(image, transport_text=None):
+    """The full rpm-ostree reference of a plain digest-pinned image and a transport text.
+
+    ``reference("quay.io/os@sha256:...", "ostree-remote-image:fleet")`` is
+    ``"ostree-remote-image:fleet:docker://quay.io/os@sha256:..."``. The transport is
+    exactly the one given (a :class:`Transport` or a text for :func:`parse_transport`;
+    None or ``""`` is ``ostree-unverified-registry``): an unknown text is refused, never
+    replaced by a default, and an image that names a transport of its own is refused
+    rather than choosing between the two. A tag next to the digest is dropped.
+    """
+    transport = transport_text if isinstance(transport_text, Transport) else parse_transport(transport_text)
+    ref = parse_image(image)
+    if not ref.pinned:
+        raise _bad(image, "is not digest-pinned: expected %s" % PLAIN_FORM)
+    return ref.with_digest(ref.digest).with_transport(transport).format()
 
 
 def parse_pivot(url):
@@ -263,8 +470,8 @@ def parse_pivot(url):
         return None
     if digest is None:
         return None
-    return ImageRef(transport=PIVOT, remote=None, registry=registry, repository=repository,
-                    tag=tag, digest=digest, registry_implicit=implicit)
+    return ImageRef(transport=Transport(PIVOT), registry=registry, repository=repository, tag=tag, digest=digest,
+                    registry_implicit=implicit)
 
 
 def pivot_url(image):
@@ -285,21 +492,5 @@ def from_image(image, transport="registry", remote=None):
     (ostree-remote-image:REMOTE:docker://, needs ``remote``) or ``signed``
     (ostree-image-signed:docker://).
     """
-    if transport not in TRANSPORT_CHOICES:
-        raise InvalidInputError(
-            "transport '%s' is not supported: expected one of %s" % (transport, ", ".join(TRANSPORT_CHOICES))
-        )
-    ref = parse(image)
-    if ref.transport is not None:
-        raise InvalidInputError(
-            "image '%s' already names an rpm-ostree transport: give a plain registry/repository@sha256:... "
-            "and choose the transport with the transport option" % image
-        )
-    if transport == "remote":
-        if not remote or not _REMOTE_RE.match(remote):
-            raise InvalidInputError(
-                "ostree remote %r is invalid: transport 'remote' needs the name of an ostree remote" % (remote,)
-            )
-    else:
-        remote = None
-    return replace(ref, transport=TRANSPORT_CHOICES[transport], remote=remote)
+    chosen = transport_of_kind(transport, remote)
+    return parse_image(image).with_transport(chosen)

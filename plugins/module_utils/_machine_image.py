@@ -16,12 +16,18 @@ objects and labels, never on their order.
 Compile once (:class:`MachineImageSet`), resolve per host: nodeName objects are
 indexed by name, selectors by one label they require, so a host only evaluates the
 selectors that can match it.
+
+Images and transports (``spec.image``, ``spec.transport``, ``fleetos_pool_image``,
+``fleetos_pool_transport``) are read by ``_image_ref``, the collection's one grammar:
+an image is a plain ``registry/repository@sha256:<64 hex>`` (a ``docker://`` prefix is
+accepted and dropped; an rpm-ostree transport belongs in ``spec.transport``).
 """
 
 from __future__ import annotations
 
 import re
 
+from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._selector import (
     compile_selector,
@@ -32,32 +38,18 @@ API_VERSION = "fleetos.io/v1alpha1"
 KIND = "MachineImage"
 # metadata.annotations key the manifest loaders set to say where an object came from.
 DEFINED_IN_ANNOTATION = "fleetos.io/defined-in"
-DEFAULT_TRANSPORT = "ostree-unverified-registry"
-TRANSPORTS = ("ostree-unverified-registry", "ostree-unverified-image", "ostree-image-signed",
-              "ostree-remote-image:<remote>")
+DEFAULT_TRANSPORT = _image_ref.DEFAULT_TRANSPORT
 SOURCES = ("nodeName", "selector", "pool")
 
 _SPEC_KEYS = ("image", "nodeName", "nodeSelector", "pullSecret", "transport", "paused", "allowTag")
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DIGEST_RE = re.compile(r"^(?P<name>[^\s@]+)@(?P<digest>sha256:[0-9a-f]{64})$")
-# NAME[:TAG], NAME without a transport prefix, whitespace or a digest.
-_TAGGED_RE = re.compile(r"^[a-z0-9][^\s@]*$")
-_REMOTE_RE = re.compile(r"^ostree-remote-image:[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def group_name(name):
     """Inventory group for a MachineImage: ``machine_image_`` plus the name, ``-``/``.`` as ``_``."""
     return "machine_image_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
-def split_image(image):
-    """Return ``(name, digest)``; ``digest`` is None for a tag reference."""
-    match = _DIGEST_RE.match(image)
-    if match:
-        return match.group("name"), match.group("digest")
-    return image, None
 
 
 class MachineImage:
@@ -66,15 +58,17 @@ class MachineImage:
     __slots__ = ("name", "defined_in", "image", "digest", "node_name", "selector", "pull_secret",
                  "transport", "paused", "allow_tag")
 
-    def __init__(self, name, defined_in, spec, selector):
+    def __init__(self, name, defined_in, spec, selector, ref, transport):
         self.name = name
         self.defined_in = defined_in
-        self.image = spec["image"]
-        self.digest = split_image(self.image)[1]
+        # The plain image as parsed: a docker:// prefix is dropped.
+        self.image = ref.image
+        self.digest = ref.digest
         self.node_name = spec.get("nodeName")
         self.selector = selector
         self.pull_secret = spec.get("pullSecret")
-        self.transport = spec.get("transport") or DEFAULT_TRANSPORT
+        # The rpm-ostree transport text, e.g. ostree-remote-image:fleet.
+        self.transport = transport.text
         self.paused = bool(spec.get("paused", False))
         self.allow_tag = bool(spec.get("allowTag", False))
 
@@ -137,12 +131,14 @@ def validate(obj, index=0):
     image = spec.get("image")
     if not isinstance(image, str) or not image:
         fail("spec.image", "must be a non-empty image reference NAME@sha256:<64 hex>")
-    if not _DIGEST_RE.match(image):
-        if not spec.get("allowTag", False):
-            fail("spec.image", "%r is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true "
-                 "to allow a tag" % image)
-        if "@" in image or not _TAGGED_RE.match(image):
-            fail("spec.image", "%r is neither NAME:TAG nor NAME@sha256:<64 hex>" % image)
+    ref = None
+    try:
+        ref = _image_ref.parse_image(image, transport_field="spec.transport")
+    except _image_ref.InvalidReferenceError as exc:
+        fail("spec.image", "%r %s" % (image, exc.cause))
+    if not ref.pinned and not spec.get("allowTag", False):
+        fail("spec.image", "%r is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true "
+             "to allow a tag" % image)
     has_name = spec.get("nodeName") is not None
     has_selector = spec.get("nodeSelector") is not None
     if has_name == has_selector:
@@ -157,11 +153,12 @@ def validate(obj, index=0):
     pull_secret = spec.get("pullSecret")
     if pull_secret is not None and (not isinstance(pull_secret, str) or not _VAR_RE.match(pull_secret)):
         fail("spec.pullSecret", "%r is not a variable name" % (pull_secret,))
-    transport = spec.get("transport")
-    if transport is not None and (not isinstance(transport, str)
-                                  or (transport not in TRANSPORTS[:3] and not _REMOTE_RE.match(transport))):
-        fail("spec.transport", "%r is not one of %s" % (transport, ", ".join(TRANSPORTS)))
-    return MachineImage(raw_name, defined_in, spec, selector)
+    transport = None
+    try:
+        transport = _image_ref.parse_transport(spec.get("transport"), field="spec.transport")
+    except _image_ref.InvalidReferenceError as exc:
+        fail("spec.transport", "%r %s" % (spec.get("transport"), exc.cause))
+    return MachineImage(raw_name, defined_in, spec, selector, ref, transport)
 
 
 class ConflictError(InvalidInputError):
@@ -281,11 +278,22 @@ class MachineImageSet:
 
     @staticmethod
     def _from_pool(host, pool_image, defined_vars, pool_pull_secret, pool_transport):
+        ref = transport = None
         if pool_image is not None:
-            if not isinstance(pool_image, str) or not _DIGEST_RE.match(pool_image):
+            try:
+                ref = _image_ref.parse_image(pool_image, transport_field="fleetos_pool_transport")
+            except _image_ref.InvalidReferenceError as exc:
+                raise InvalidInputError("host %s: fleetos_pool_image %r %s" % (host, pool_image, exc.cause),
+                                        field="fleetos_pool_image", host=host) from None
+            if not ref.pinned:
                 raise InvalidInputError(
                     "host %s: fleetos_pool_image %r is not digest-pinned (NAME@sha256:<64 hex>)"
                     % (host, pool_image), field="fleetos_pool_image", host=host)
+            try:
+                transport = _image_ref.parse_transport(pool_transport, field="fleetos_pool_transport")
+            except _image_ref.InvalidReferenceError as exc:
+                raise InvalidInputError("host %s: fleetos_pool_transport %r %s" % (host, pool_transport, exc.cause),
+                                        field="fleetos_pool_transport", host=host) from None
             if pool_pull_secret is not None and defined_vars is not None and pool_pull_secret not in defined_vars:
                 raise InvalidInputError(
                     "host %s: fleetos_pool_pull_secret names the variable '%s', which is not defined for the host"
@@ -296,10 +304,10 @@ class MachineImageSet:
         return {
             "source": "pool",
             "name": None,
-            "image": pool_image,
-            "digest": split_image(pool_image)[1] if pool_image else None,
+            "image": ref.image if ref is not None else None,
+            "digest": ref.digest if ref is not None else None,
             "pull_secret": pool_pull_secret if pool_image is not None else None,
-            "transport": (pool_transport or DEFAULT_TRANSPORT) if pool_image is not None else None,
+            "transport": transport.text if transport is not None else None,
             "paused": False,
             "defined_in": None,
             "reason": reason,

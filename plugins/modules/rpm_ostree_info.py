@@ -19,6 +19,10 @@ description:
   - For a deployment booted from a container image, the image reference is split into
     its transport, name, tag and digest; the digest comes from the reference or, when
     the reference has only a tag, from what rpm-ostree recorded when it pulled the image.
+  - rpm-ostree records the per-platform manifest digest, also when the reference pins an
+    OCI index (multi-arch) digest; it is returned as RV(deployments[].image.manifest_digest),
+    and the host's OCI architecture as RV(architecture), so that an index digest can be
+    related to the manifest digest the host runs.
   - Missing optional keys in rpm-ostree's output (C(staged), C(version), the image
     digest) are normal and are returned as V(false) or V(null).
 author:
@@ -26,12 +30,8 @@ author:
 extends_documentation_fragment:
   - fleetos.layering.attributes
   - fleetos.layering.attributes.info_module
-options:
-  executable:
-    description:
-      - Path of the C(rpm-ostree) binary.
-      - By default the binary is searched for in E(PATH).
-    type: path
+  - fleetos.layering.executables.rpm_ostree
+options: {}
 requirements:
   - rpm-ostree on the managed host
 seealso:
@@ -131,10 +131,20 @@ deployments:
           returned: always
           sample: ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
         transport:
-          description: The rpm-ostree transport of the reference, or V(pivot) for a legacy pivot origin.
+          description:
+            - The rpm-ostree transport of the reference, or V(pivot) for a legacy pivot origin.
+            - The ostree remote of C(ostree-remote-image:REMOTE:...) is part of RV(deployments[].image.reference).
           type: str
           returned: always
           sample: ostree-unverified-registry
+        transport_kind:
+          description:
+            - The value of the O(fleetos.layering.rpm_ostree_rebase#module:transport) option of the same
+              kind as the transport, V(registry) (unverified), V(remote) or V(signed).
+            - V(null) for a legacy pivot origin or a transport this collection does not handle.
+          type: str
+          returned: always
+          sample: registry
         name:
           description: The image name, C(registry/repository).
           type: str
@@ -146,7 +156,18 @@ deployments:
           returned: always
           sample: null
         digest:
-          description: The manifest digest, or V(null) when rpm-ostree does not report one.
+          description:
+            - The digest the reference pins (which may be an OCI index digest); for a reference with
+              only a tag, the manifest digest rpm-ostree recorded when it pulled the image.
+            - V(null) when the reference has no digest and rpm-ostree reports none.
+          type: str
+          returned: always
+          sample: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
+        manifest_digest:
+          description:
+            - The per-platform manifest digest rpm-ostree reports (C(container-image-reference-digest)),
+              also when the reference pins an OCI index digest or follows a tag.
+            - V(null) when rpm-ostree reports none, and for a legacy pivot origin.
           type: str
           returned: always
           sample: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
@@ -180,9 +201,11 @@ deployments:
       image:
         reference: ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
         transport: ostree-unverified-registry
+        transport_kind: registry
         name: 198.51.100.1:5000/fleetos/lab-os
         tag: null
         digest: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
+        manifest_digest: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
       custom_origin: null
       layered_packages: []
       base_checksum: 5d3965ddc23da6be463b043cd818e26108286f028f95f1bdf9806372b17368fd
@@ -216,21 +239,31 @@ reboot_required:
   returned: success
   type: bool
   sample: false
+architecture:
+  description:
+    - The host's architecture as OCI image indexes name it (C(amd64), C(arm64), C(ppc64le),
+      C(s390x), C(arm), C(386)), from the kernel's machine name (C(uname -m)); a machine name
+      without a known OCI name is returned as it is.
+    - The platform whose manifest RV(deployments[].image.manifest_digest) is, when the
+      reference pins an OCI index digest.
+  returned: success
+  type: str
+  sample: amd64
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS, RpmOstreeClient
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            executable=dict(type="path"),
-        ),
+        argument_spec=dict(RPM_OSTREE_ARGS),
         supports_check_mode=True,
     )
     try:
@@ -240,7 +273,7 @@ def main():
         module.fail_json(msg=exc.msg, **exc.details)
     except Exception as exc:
         module.fail_json(msg="Failed to read the rpm-ostree status: %s" % exc, exception=traceback.format_exc())
-    module.exit_json(changed=False, **status)
+    module.exit_json(changed=False, architecture=oci_architecture(os.uname().machine), **status)
 
 
 if __name__ == "__main__":

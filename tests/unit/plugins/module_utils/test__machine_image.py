@@ -16,7 +16,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._machine_image im
     ConflictError,
     MachineImageSet,
     group_name,
-    split_image,
+    validate,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._selector import compile_selector
 
@@ -105,7 +105,7 @@ W = "machine_images/web.yaml document 2 (MachineImage 'web-canary'): "
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, image="reg/os:latest"),
          W + "spec.image 'reg/os:latest' is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, image="reg/os@sha256:abc"),
-         W + "spec.image 'reg/os@sha256:abc' is not digest-pinned"),
+         W + "spec.image 'reg/os@sha256:abc' has an invalid digest: expected sha256: and 64 hex digits"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, node_name="n1"),
          W + "spec.nodeName/spec.nodeSelector are both set; give exactly one of them"),
         (mi("web-canary", where="machine_images/web.yaml document 2"),
@@ -113,7 +113,8 @@ W = "machine_images/web.yaml document 2 (MachineImage 'web-canary'): "
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, pullSecret="not a var"),
          W + "spec.pullSecret 'not a var' is not a variable name"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, transport="docker"),
-         W + "spec.transport 'docker' is not one of"),
+         W + "spec.transport 'docker' is not an rpm-ostree transport: expected one of ostree-unverified-registry, "
+         "ostree-unverified-image, ostree-image-signed, ostree-remote-image:REMOTE, ostree-remote-registry:REMOTE"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, paused="yes"),
          W + "spec.paused is 'yes', not true or false"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, nodeselector={}),
@@ -189,6 +190,35 @@ def test_pool_image_must_be_pinned():
 
 
 @pytest.mark.parametrize(
+    ("pool_image", "pool_transport", "field", "msg"),
+    [
+        ("REG//repo@" + D1, None, "fleetos_pool_image",
+         "host n1: fleetos_pool_image %r has an invalid repository 'REG//repo': expected lowercase letters, digits "
+         "and separators ('.', '_', '__', '-') in each '/'-separated component" % ("REG//repo@" + D1)),
+        ("ostree-image-signed:docker://quay.io/os@" + D1, None, "fleetos_pool_image",
+         "host n1: fleetos_pool_image %r already names an rpm-ostree transport (ostree-image-signed): give a plain "
+         "registry/repository@sha256:<64 hex digits> and choose the transport with fleetos_pool_transport"
+         % ("ostree-image-signed:docker://quay.io/os@" + D1)),
+        (POOL, "ostree-remote-image", "fleetos_pool_transport",
+         "host n1: fleetos_pool_transport 'ostree-remote-image' names no ostree remote: expected "
+         "ostree-remote-image:REMOTE"),
+    ],
+)
+def test_pool_default_grammar_is_image_ref(pool_image, pool_transport, field, msg):
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet([]).resolve("n1", {}, pool_image=pool_image, pool_transport=pool_transport)
+    assert caught.value.msg == msg
+    assert caught.value.details == {"field": field, "host": "n1"}
+
+
+def test_pool_default_is_normalized():
+    result = MachineImageSet([]).resolve("n1", {}, pool_image="docker://quay.io/os@" + D1,
+                                         pool_transport="ostree-remote-image:fleet")
+    assert (result["image"], result["digest"], result["transport"]) == (
+        "quay.io/os@" + D1, D1, "ostree-remote-image:fleet")
+
+
+@pytest.mark.parametrize(
     ("name", "group"),
     [("web", "machine_image_web"), ("web-zone.c", "machine_image_web_zone_c")],
 )
@@ -196,12 +226,84 @@ def test_group_name(name, group):
     assert group_name(name) == group
 
 
+# spec.image: every verdict and cause comes from _image_ref, prefixed with the object and the field.
 @pytest.mark.parametrize(
-    ("image", "parts"),
-    [("r/o@" + D1, ("r/o", D1)), ("r/o:40", ("r/o:40", None))],
+    ("image", "allow_tag", "cause"),
+    [
+        ("REG//repo@" + D1, True,
+         "has an invalid repository 'REG//repo': expected lowercase letters, digits and separators ('.', '_', "
+         "'__', '-') in each '/'-separated component"),
+        ("reg.example.com//repo@" + D1, True, "has an invalid repository '/repo'"),
+        ("quay.io/Fedora/os@" + D1, True, "has an invalid repository 'Fedora/os'"),
+        ("quay.io/os:-bad", True, "has an invalid tag '-bad'"),
+        ("quay.io/os@sha256:" + "A" * 64, True, "has an invalid digest: expected sha256: and 64 hex digits"),
+        ("quay.io:99999/os@" + D1, True, "has an invalid registry 'quay.io:99999': port 99999 is not between 1 and 65535"),
+        ("ostree-unverified-registry:quay.io/os@" + D1, False,
+         "already names an rpm-ostree transport (ostree-unverified-registry): give a plain registry/repository@sha256:<64 hex "
+         "digits> and choose the transport with spec.transport"),
+        ("ostree-remote-image:fleet:docker://quay.io/os@" + D1, False,
+         "already names an rpm-ostree transport (ostree-remote-image:fleet)"),
+        ("ostree-bogus:quay.io/os@" + D1, False, "has an unknown transport 'ostree-bogus'"),
+        (" quay.io/os@" + D1, False, "contains whitespace"),
+    ],
 )
-def test_split_image(image, parts):
-    assert split_image(image) == parts
+def test_spec_image_grammar_is_image_ref(image, allow_tag, cause):
+    with pytest.raises(InvalidInputError) as caught:
+        validate(mi("x", node_name="n1", image=image, where="f.yaml document 1", allowTag=allow_tag))
+    assert caught.value.msg.startswith("f.yaml document 1 (MachineImage 'x'): spec.image %r %s" % (image, cause)), \
+        caught.value.msg
+    assert caught.value.details["field"] == "spec.image"
+
+
+@pytest.mark.parametrize(
+    ("image", "allow_tag", "stored", "digest"),
+    [
+        ("reg/os@" + D1, False, "reg/os@" + D1, D1),
+        # a docker:// prefix is accepted and dropped: one spelling per image
+        ("docker://quay.io/os@" + D1, False, "quay.io/os@" + D1, D1),
+        # a tag next to the digest: the digest decides
+        ("quay.io/os:40@" + D1, False, "quay.io/os:40@" + D1, D1),
+        ("[fd00::1]:5000/os@" + D1, False, "[fd00::1]:5000/os@" + D1, D1),
+        ("Registry.Example.com/os:40", True, "Registry.Example.com/os:40", None),
+        ("fedora:40", True, "fedora:40", None),
+    ],
+)
+def test_spec_image_accepted(image, allow_tag, stored, digest):
+    obj = validate(mi("x", node_name="n1", image=image, allowTag=allow_tag))
+    assert (obj.image, obj.digest) == (stored, digest)
+
+
+@pytest.mark.parametrize(
+    ("transport", "text"),
+    [
+        (None, "ostree-unverified-registry"),
+        ("", "ostree-unverified-registry"),
+        ("ostree-unverified-image", "ostree-unverified-image"),
+        ("ostree-image-signed", "ostree-image-signed"),
+        ("ostree-remote-image:fleet", "ostree-remote-image:fleet"),
+        ("ostree-remote-registry:fleet", "ostree-remote-registry:fleet"),
+    ],
+)
+def test_spec_transport_accepted(transport, text):
+    spec = {} if transport is None else {"transport": transport}
+    assert validate(mi("x", node_name="n1", **spec)).transport == text
+
+
+@pytest.mark.parametrize(
+    ("transport", "cause"),
+    [
+        ("ostree-remote-image", "names no ostree remote: expected ostree-remote-image:REMOTE"),
+        ("ostree-remote-image:", "names no ostree remote: expected ostree-remote-image:REMOTE"),
+        ("ostree-image-signed:fleet", "has an extra ':fleet': ostree-image-signed takes no ostree remote"),
+        ("signed", "is not an rpm-ostree transport"),
+        (5, "is int, not a transport text"),
+    ],
+)
+def test_spec_transport_refused(transport, cause):
+    with pytest.raises(InvalidInputError) as caught:
+        validate(mi("x", node_name="n1", transport=transport, where="f.yaml document 1"))
+    assert caught.value.msg.startswith("f.yaml document 1 (MachineImage 'x'): spec.transport %r %s"
+                                       % (transport, cause)), caught.value.msg
 
 
 def test_group_name_collision():

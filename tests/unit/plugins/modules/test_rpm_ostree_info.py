@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -14,12 +16,22 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils impor
 from ansible_collections.fleetos.layering.plugins.modules import rpm_ostree_info
 
 DIGEST = "sha256:" + "f5" * 32
+INDEX = "sha256:" + "1d" * 32
 REFERENCE = "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@" + DIGEST
+SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[5] / "shared")))
+FIXTURES = SHARED / "reference" / "fixtures"
+
+
+class _Uname:
+    def __init__(self, machine):
+        self.machine = machine
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    return fake_module(monkeypatch)
+    state = fake_module(monkeypatch)
+    monkeypatch.setattr(rpm_ostree_info.os, "uname", lambda: _Uname("x86_64"))
+    return state
 
 
 def _run(args, check_mode=False):
@@ -60,8 +72,10 @@ def test_info_reports_and_never_changes(fake, tmp_path, explicit, check_mode):
     assert result["changed"] is False
     assert [d["checksum"] for d in result["deployments"]] == ["bbb", "aaa"]
     assert result["booted"]["image"] == {"reference": REFERENCE, "transport": "ostree-unverified-registry",
+                                         "transport_kind": "registry",
                                          "name": "198.51.100.1:5000/fleetos/lab-os", "tag": None,
-                                         "digest": DIGEST}
+                                         "digest": DIGEST, "manifest_digest": DIGEST}
+    assert result["architecture"] == "amd64"
     assert result["staged"]["origin"] == "fedora:fedora/x86_64/coreos/stable"
     assert result["staged"]["image"] is None and result["staged"]["version"] is None
     assert result["rollback"] is None
@@ -98,3 +112,44 @@ def test_info_failures(fake, rc, out, err, msg):
         _run({})
     assert caught.value.args[0]["msg"].startswith(msg)
     assert caught.value.args[0]["cmd"] == ["/usr/bin/rpm-ostree", "status", "--json"]
+
+
+@pytest.mark.parametrize(("machine", "architecture"), [
+    ("x86_64", "amd64"), ("aarch64", "arm64"), ("ppc64le", "ppc64le"), ("s390x", "s390x"), ("armv7l", "arm"),
+    ("i686", "386"), ("loongarch64", "loongarch64"),
+])
+def test_info_architecture(fake, monkeypatch, machine, architecture):
+    monkeypatch.setattr(rpm_ostree_info.os, "uname", lambda: _Uname(machine))
+    fake["results"] = [(0, _status(BOOTED), "")]
+    with pytest.raises(ExitJson) as caught:
+        _run({})
+    assert caught.value.args[0]["architecture"] == architecture
+
+
+def test_info_index_digest_and_manifest_digest(fake):
+    """A reference pinned to an OCI index digest: digest is the pinned one, manifest_digest the reported one."""
+    booted = dict(BOOTED, **{"container-image-reference": "ostree-image-signed:docker://quay.io/os@" + INDEX})
+    fake["results"] = [(0, _status(booted), "")]
+    with pytest.raises(ExitJson) as caught:
+        _run({})
+    image = caught.value.args[0]["booted"]["image"]
+    assert (image["transport"], image["transport_kind"], image["digest"], image["manifest_digest"]) == (
+        "ostree-image-signed", "signed", INDEX, DIGEST)
+
+
+def test_info_real_sample_staged_rebase_to_a_tag(fake):
+    """The real staged rebase of Fedora CoreOS to a tag: both digests are the reported manifest digest."""
+    path = FIXTURES / "rpm-ostree-status__rpmostree-client-go__fcos-container-staged-rebase.json"
+    if not path.is_file():
+        pytest.skip("real rpm-ostree samples not found at %s (set FLEETOS_SHARED)" % FIXTURES)
+    text = path.read_text(encoding="utf-8")
+    raw = json.loads(text)["deployments"][0]
+    fake["results"] = [(0, text, "")]
+    with pytest.raises(ExitJson) as caught:
+        _run({})
+    result = caught.value.args[0]
+    image = result["staged"]["image"]
+    assert image["reference"] == raw["container-image-reference"]
+    assert (image["tag"], image["transport_kind"]) == ("testing-devel", "registry")
+    assert image["digest"] == image["manifest_digest"] == raw["container-image-reference-digest"]
+    assert result["booted"]["image"] is None and result["reboot_required"] is True
