@@ -5,11 +5,87 @@
 # This is a private module_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
-"""Finding the external tools the modules run (skopeo, ostree)."""
+"""The one command runner of the collection, and finding the tools it runs.
+
+Every external tool (rpm-ostree, skopeo, ostree) runs through :func:`run_command`:
+an argv list, ``LC_ALL=C``, no ``$``/``~`` expansion of the arguments, and on failure
+a domain exception with a one-sentence ``msg`` and ``cmd``/``rc``/``stdout``/``stderr``
+details. It never calls ``fail_json``.
+"""
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError
+
+ENVIRON = {"LC_ALL": "C"}
+
+# The retry options of every module that talks to a registry or to rpm-ostree
+# (documented by the fleetos.layering.retries doc fragment).
+RETRY_ARGS = dict(
+    retries=dict(type="int", default=3),
+    retry_delay=dict(type="int", default=5),
+)
+
+# containers-image tools (skopeo, rpm-ostree's image code) log errors as: time="..." level=fatal msg="..."
+_LOGRUS_RE = re.compile(r'time="[^"]*" level=\w+ msg="(?P<msg>.*)"\s*$')
+_LOGRUS_BARE_RE = re.compile(r'^level=\w+ msg="(?P<msg>.*)"\s*$')
+
+
+def strip_decoration(line):
+    """``line`` without an ``error:`` prefix and without logrus ``time=... level=... msg="..."`` decoration."""
+    line = line.strip()
+    if line.startswith("error: "):
+        line = line[len("error: "):]
+    for regex in (_LOGRUS_RE, _LOGRUS_BARE_RE):
+        line = regex.sub(lambda match: match.group("msg").replace('\\"', '"'), line)
+    return line
+
+
+def first_line(text):
+    """The first non-empty line of a tool's output, without ``error:`` and log decoration."""
+    for line in to_text(text).splitlines():
+        if line.strip():
+            return strip_decoration(line)
+    return ""
+
+
+def to_text(value):
+    """Output of a command as text (bytes are decoded as UTF-8, undecodable bytes replaced)."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def default_cause(stdout, stderr, rc):
+    """The first line of stderr, else of stdout, else the exit status."""
+    return first_line(stderr) or first_line(stdout) or "exit status %d" % rc
+
+
+def run_command(module, argv, action, ok_rcs=(0,), binary=False, data=None, error=CommandError, describe=None):
+    """Run ``argv`` through ``module.run_command``; -> ``(rc, stdout, stderr)``.
+
+    ``stdout`` is bytes, exactly as the tool wrote them, when ``binary`` (``stderr`` is
+    always text). ``data`` goes to stdin as given (no newline is added). An exit code
+    outside ``ok_rcs`` raises ``error`` with the message ``Failed to ACTION: CAUSE.``,
+    the cause from ``describe(stdout, stderr, rc)`` (default: :func:`default_cause`).
+    """
+    argv = list(argv)
+    kwargs = dict(environ_update=dict(ENVIRON), expand_user_and_vars=False)
+    if binary:
+        kwargs["encoding"] = None
+    if data is not None:
+        kwargs.update(data=data, binary_data=True)
+    rc, out, err = module.run_command(argv, **kwargs)
+    err = to_text(err)
+    if rc in ok_rcs:
+        return rc, out, err
+    cause = (describe or default_cause)(out, err, rc)
+    raise error("Failed to %s: %s." % (action, cause.rstrip(".")),
+                cmd=argv, rc=rc, stdout=to_text(out), stderr=err)
 
 
 def find_executable(module, executable, name, option):

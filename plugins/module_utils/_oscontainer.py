@@ -25,15 +25,14 @@ import re
 import shutil
 import tarfile
 
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable, run_command
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest, first_line
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
 
 REPO_PATH = ("srv", "repo")
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
-ENVIRON = {"LC_ALL": "C"}
 _CHECKSUM_RE = re.compile(r"^[0-9a-f]{64}$")
 _MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
                    "application/vnd.docker.distribution.manifest.v2+json")
@@ -96,25 +95,22 @@ class Ostree:
         self.module = module
         self.binary = find_executable(module, executable, "ostree", "ostree_executable")
 
-    def _run(self, args):
-        argv = [self.binary] + list(args)
-        rc, out, err = self.module.run_command(argv, environ_update=dict(ENVIRON), expand_user_and_vars=False)
-        return argv, rc, out, err
-
     def has_commit(self, repo, commit):
-        """True when ``repo`` holds the whole commit (its commit object, and no interrupted pull of it)."""
-        argv, rc, out, err = self._run(["show", "--repo=" + repo, "--", commit])
+        """True when ``repo`` holds the whole commit (its commit object, and no interrupted pull of it).
+
+        ``ostree show`` exits 1 for a commit the repository does not hold; any other
+        failure raises CommandError.
+        """
+        rc, _out, _err = run_command(self.module, [self.binary, "show", "--repo=" + repo, "--", commit],
+                                     "look up commit %s in the repository '%s'" % (commit, repo), ok_rcs=(0, 1))
         if rc != 0:
             return False
         return not os.path.exists(os.path.join(repo, "state", commit + ".commitpartial"))
 
     def pull_local(self, repo, source, commit):
         """``ostree pull-local --untrusted``: copy ``commit`` from ``source``, verifying every object."""
-        argv, rc, out, err = self._run(["pull-local", "--repo=" + repo, "--untrusted", "--", source, commit])
-        if rc != 0:
-            cause = first_line(err) or first_line(out) or "exit status %d" % rc
-            raise CommandError("Failed to pull commit %s into the repository '%s': %s." % (
-                commit, repo, cause.rstrip(".")), cmd=argv, rc=rc, stdout=out, stderr=err)
+        run_command(self.module, [self.binary, "pull-local", "--repo=" + repo, "--untrusted", "--", source, commit],
+                    "pull commit %s into the repository '%s'" % (commit, repo))
 
 
 # --------------------------------------------------------------------------

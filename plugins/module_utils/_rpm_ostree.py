@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    default_cause,
+    find_executable,
+    first_line,
+    run_command,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,
@@ -23,23 +28,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
 
 EXIT_UNCHANGED = 77
 BUSY_MARKER = "Transaction in progress"
-ENVIRON = {"LC_ALL": "C"}
-
-
-# containers-image tools (skopeo) log errors as: time="..." level=fatal msg="..."
-_LOGRUS_RE = re.compile(r'time="[^"]*" level=\w+ msg="(?P<msg>.*)"\s*$')
-
-
-def first_line(text):
-    """The first non-empty line of a tool's output, without ``error:`` and log decoration."""
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if line:
-            if line.startswith("error: "):
-                line = line[len("error: "):]
-            line = _LOGRUS_RE.sub(lambda match: match.group("msg").replace('\\"', '"'), line)
-            return line
-    return ""
 
 
 def _is_busy(stdout, stderr):
@@ -56,12 +44,17 @@ def _pivot_image(raw):
     ref = _image_ref.parse_pivot(custom["url"]) if custom else None
     if ref is None:
         return None
-    return {"reference": custom["url"], "transport": ref.transport, "name": ref.name,
-            "tag": ref.tag, "digest": ref.digest}
+    return {"reference": custom["url"], "transport": ref.transport.name, "transport_kind": None,
+            "name": ref.name, "tag": ref.tag, "digest": ref.digest, "manifest_digest": None}
 
 
 def _image_of(raw):
     """The ``image`` dict of a deployment record, or None for an ostree origin.
+
+    ``digest`` is the digest the reference pins, else the one rpm-ostree reports;
+    ``manifest_digest`` is always the reported ``container-image-reference-digest``:
+    rpm-ostree and bootc report the per-platform manifest digest, also when the
+    reference pins an OCI index digest or follows a tag.
 
     A checksum origin with a ``pivot://NAME@sha256:...`` custom URL (OpenShift's legacy
     oscontainers) is that image, with transport ``pivot``.
@@ -69,21 +62,25 @@ def _image_of(raw):
     reference = raw.get("container-image-reference")
     if not reference:
         return _pivot_image(raw)
-    image_digest = raw.get("container-image-reference-digest")
+    manifest_digest = raw.get("container-image-reference-digest") or None
     try:
         ref = _image_ref.parse(reference)
     except InvalidInputError:
         # A transport this collection does not handle (oci:, containers-storage:, ...):
         # report what rpm-ostree says without splitting it.
         transport = reference.split(":", 1)[0] if reference.startswith("ostree-") else None
-        return {"reference": reference, "transport": transport, "name": None, "tag": None,
-                "digest": image_digest or None}
+        return {"reference": reference, "transport": transport,
+                "transport_kind": _image_ref.TRANSPORT_KINDS.get(transport), "name": None, "tag": None,
+                "digest": manifest_digest, "manifest_digest": manifest_digest}
+    transport = ref.transport
     return {
         "reference": reference,
-        "transport": ref.transport,
+        "transport": transport.name if transport is not None else None,
+        "transport_kind": transport.kind if transport is not None else None,
         "name": ref.name,
         "tag": ref.tag,
-        "digest": ref.digest or image_digest or None,
+        "digest": ref.digest or manifest_digest,
+        "manifest_digest": manifest_digest,
     }
 
 
@@ -179,12 +176,26 @@ def deployment_digest(deployment):
 
 
 def has_digest(deployment, digest):
-    """True when the deployment is at the image with this manifest digest."""
-    return digest is not None and deployment_digest(deployment) == digest
+    """True when the deployment is at the image with this digest.
+
+    Either the digest its reference pins (or the one reported for a tag) or the
+    per-platform manifest digest rpm-ostree reports: for a host of that platform an
+    OCI index digest and its manifest digest identify the same content.
+    """
+    if digest is None or deployment is None or deployment.get("image") is None:
+        return False
+    image = deployment["image"]
+    return digest in (image.get("digest"), image.get("manifest_digest"))
 
 
 # --------------------------------------------------------------------------
 # the client
+
+
+# The option every module that runs rpm-ostree has (fleetos.layering.executables.rpm_ostree).
+RPM_OSTREE_ARGS = dict(
+    executable=dict(type="path"),
+)
 
 
 class RpmOstreeClient:
@@ -197,7 +208,7 @@ class RpmOstreeClient:
                 "executable '%s' does not exist or is not an executable file: expected the path of rpm-ostree."
                 % executable
             )
-        self.binary = executable or module.get_bin_path("rpm-ostree", required=True)
+        self.binary = find_executable(module, executable, "rpm-ostree", "executable")
         self.retries = max(0, int(retries or 0))
         self.retry_delay = max(0, int(retry_delay or 0))
         self._sleep = sleep or time.sleep
@@ -210,15 +221,15 @@ class RpmOstreeClient:
         """
         action = action or "run rpm-ostree %s" % args[0]
         argv = [self.binary] + list(args)
-        rc, out, err = self.module.run_command(argv, environ_update=dict(ENVIRON), expand_user_and_vars=False)
-        if rc in ok_rcs:
-            return rc, out, err
-        details = {"cmd": argv, "rc": rc, "stdout": out, "stderr": err}
-        cause = first_line(err) or first_line(out) or "exit status %d" % rc
-        if _is_busy(out, err):
+        try:
+            return run_command(self.module, argv, action, ok_rcs=ok_rcs)
+        except CommandError as exc:
+            details = exc.details
+            if not _is_busy(details["stdout"], details["stderr"]):
+                raise
+            cause = default_cause(details["stdout"], details["stderr"], details["rc"])
             raise TransactionBusyError("Failed to %s because rpm-ostree is busy: %s." % (action, cause.rstrip(".")),
-                                       **details)
-        raise CommandError("Failed to %s: %s." % (action, cause.rstrip(".")), **details)
+                                       **details) from None
 
     def run_mutating(self, args, ok_rcs=(0,), action=None):
         """Like :meth:`run`, retrying ``retries`` times when a transaction is in progress."""

@@ -5,18 +5,54 @@
 # This is a private module_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
-"""The skopeo client: argv lists, ``LC_ALL=C``, no shell expansion, parsed JSON.
+"""The skopeo client and the one tag -> digest resolver of the collection.
 
-Credentials only ever reach skopeo as the path of an auth file (``--authfile``),
-never as a value in argv.
+The client runs skopeo through :func:`_commands.run_command` (argv lists, ``LC_ALL=C``,
+no shell expansion) and retries transient registry failures (connection refused or
+reset, timeouts, HTTP 5xx), never authentication failures or missing images.
+Credentials only ever reach skopeo as the path of an auth file (``--authfile``), never
+as a value in argv.
+
+:func:`resolve` reads only the manifest (``skopeo inspect --raw``, no blob) and names
+the digest as the sha256 of the exact bytes the registry served, with the per-platform
+entries of an OCI index or Docker manifest list.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
+import time
 
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    find_executable,
+    run_command,
+    strip_decoration,
+    to_text,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, oci_architecture, parse
+
+# The options of every module that reads images from a registry with skopeo
+# (documented by the fleetos.layering.registry doc fragment).
+REGISTRY_ARGS = dict(
+    auth_file=dict(type="path", no_log=False),
+    ca_cert_dir=dict(type="path"),
+    validate_certs=dict(type="bool", default=True),
+)
+# The skopeo binary of a module whose own tool is another one (fleetos.layering.executables.skopeo).
+SKOPEO_ARGS = dict(
+    skopeo_executable=dict(type="path"),
+)
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
+MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 
 # stderr fragment (lowercase) -> the cause as the error message names it.
 _CAUSES = (
@@ -31,34 +67,176 @@ _CAUSES = (
     (("connection refused", "no such host", "i/o timeout", "network is unreachable",
       "no route to host", "connection reset"),
      "the registry is unreachable"),
+    (("timeout", "deadline exceeded"),
+     "the registry did not answer in time (timeout)"),
 )
+# Failures that another attempt will not fix, even when a transient word appears too.
+_PERMANENT = ("unauthorized", "authentication required", "denied", "forbidden", "x509:",
+              "manifest unknown", "name unknown", "invalid reference format")
+_TRANSIENT = ("connection refused", "connection reset", "broken pipe", "i/o timeout", "timeout",
+              "deadline exceeded", "unexpected eof")
+# An HTTP 5xx answer, as containers-image words it (``received unexpected HTTP status: 503 Service
+# Unavailable``, ``StatusCode: 502``, ``status code 500``).
+_SERVER_ERROR_RE = re.compile(r"(?:http status:?|status ?code:?|http code:?)\s*(5\d\d)\b"
+                              r"|\b(5\d\d) (?:internal server error|not implemented|bad gateway|service unavailable"
+                              r"|gateway timeout)")
+
+
+def _server_error(lowered):
+    match = _SERVER_ERROR_RE.search(lowered)
+    return (match.group(1) or match.group(2)) if match else None
 
 
 def describe_failure(stderr):
-    """A short cause for a skopeo failure, from its stderr."""
+    """A short cause for a skopeo failure, from its stderr (never the raw log line)."""
     lowered = (stderr or "").lower()
-    for needles, cause in _CAUSES:
+    for needles, cause in _CAUSES[:4]:
         if any(needle in lowered for needle in needles):
             return cause
-    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    status = _server_error(lowered)
+    if status:
+        return "the registry answered with a server error (HTTP %s)" % status
+    for needles, cause in _CAUSES[4:]:
+        if any(needle in lowered for needle in needles):
+            return cause
+    lines = [strip_decoration(line) for line in (stderr or "").splitlines() if line.strip()]
     return lines[-1] if lines else "skopeo failed without a message"
 
 
-class Skopeo:
-    """Runs skopeo through an AnsibleModule's ``run_command``."""
+def is_transient(stderr):
+    """True for a failure another attempt may not meet: unreachable, reset, timeout, HTTP 5xx."""
+    lowered = (stderr or "").lower()
+    if any(needle in lowered for needle in _PERMANENT):
+        return False
+    return any(needle in lowered for needle in _TRANSIENT) or _server_error(lowered) is not None
 
-    def __init__(self, module, executable=None, option="executable"):
+
+# --------------------------------------------------------------------------
+# manifests (pure functions)
+
+
+class _NotAManifest(ValueError):
+    """The cause, as a clause, why some bytes are not an image manifest."""
+
+
+def _platform_key(platform):
+    architecture = str(platform.get("architecture") or "")
+    variant = platform.get("variant")
+    return "%s/%s" % (architecture, variant) if variant else architecture
+
+
+def _parse_manifest(raw):
+    if not isinstance(raw, bytes):
+        raw = str(raw).encode("utf-8")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise _NotAManifest("it is not JSON") from None
+    if not isinstance(doc, dict):
+        raise _NotAManifest("it is not a JSON object")
+    if doc.get("schemaVersion") == 1:
+        raise _NotAManifest("it is a Docker schema 1 manifest, which is not supported")
+    if doc.get("schemaVersion") != 2:
+        raise _NotAManifest("its schemaVersion is %r, not 2" % (doc.get("schemaVersion"),))
+    media_type = doc.get("mediaType")
+    if media_type is None:  # OCI allows leaving mediaType out
+        if isinstance(doc.get("manifests"), list):
+            media_type = OCI_INDEX
+        elif isinstance(doc.get("layers"), list):
+            media_type = OCI_MANIFEST
+    if media_type not in INDEX_TYPES + MANIFEST_TYPES:
+        raise _NotAManifest("its media type %r is not an image manifest or index" % (media_type,))
+    index = media_type in INDEX_TYPES
+    manifests = {}
+    if index:
+        entries = doc.get("manifests")
+        if not isinstance(entries, list):
+            raise _NotAManifest("the index has no 'manifests' list")
+        for entry in entries:
+            platform = entry.get("platform") if isinstance(entry, dict) else None
+            if not isinstance(platform, dict) or platform.get("os") != "linux" or not platform.get("architecture"):
+                continue  # other OSes, attestations (os "unknown") and entries without a platform
+            if not is_digest(entry.get("digest")):
+                raise _NotAManifest("its entry for %s has an invalid digest %r" % (_platform_key(platform),
+                                                                                   entry.get("digest")))
+            manifests.setdefault(_platform_key(platform), entry["digest"])
+    elif not isinstance(doc.get("layers"), list):
+        raise _NotAManifest("the manifest has no 'layers' list")
+    return {
+        "digest": "sha256:" + hashlib.sha256(raw).hexdigest(),
+        "media_type": media_type,
+        "index": index,
+        "manifests": manifests,
+    }
+
+
+def describe_manifest(raw):
+    """The exact bytes of a manifest -> ``{digest, media_type, index, manifests}``.
+
+    ``digest`` is ``sha256:`` and the hex sha256 of ``raw``; ``index`` is true for an
+    OCI index or a Docker manifest list, whose ``manifests`` maps each linux entry's
+    architecture (``amd64``, ``arm64``, ``arm/v7`` with the variant when there is one)
+    to its manifest digest; ``manifests`` is ``{}`` for a plain manifest. Anything else
+    raises ImageError.
+    """
+    try:
+        return _parse_manifest(raw)
+    except _NotAManifest as exc:
+        raise ImageError("The data is not an image manifest: %s." % exc) from None
+
+
+def platform_digest(described, architecture):
+    """The digest a host of ``architecture`` uses from a :func:`describe_manifest` result, or None.
+
+    A plain manifest serves every architecture. In an index, ``architecture`` matches
+    its own entry; ``arm64`` also matches ``arm64/v8``, and an architecture without a
+    variant matches the one entry of that architecture when there is only one.
+    """
+    if not described["index"]:
+        return described["digest"]
+    manifests = described["manifests"]
+    if architecture in manifests:
+        return manifests[architecture]
+    if "/" in architecture:
+        return None
+    if architecture == "arm64" and "arm64/v8" in manifests:
+        return manifests["arm64/v8"]
+    candidates = [key for key in manifests if key.split("/", 1)[0] == architecture]
+    return manifests[candidates[0]] if len(candidates) == 1 else None
+
+
+# --------------------------------------------------------------------------
+# the client
+
+
+class Skopeo:
+    """Runs skopeo through an AnsibleModule's ``run_command``, retrying transient registry failures."""
+
+    def __init__(self, module, executable=None, option="executable", retries=0, retry_delay=5, sleep=None):
         self.module = module
         self.binary = find_executable(module, executable, "skopeo", option)
+        self.retries = max(0, int(retries or 0))
+        self.retry_delay = max(0, int(retry_delay or 0))
+        self._sleep = sleep or time.sleep
 
-    def _run(self, argv, action, image):
-        rc, stdout, stderr = self.module.run_command(
-            argv, environ_update={"LC_ALL": "C"}, expand_user_and_vars=False)
-        if rc != 0:
-            raise ImageError(
-                "Failed to %s image '%s': %s" % (action, image, describe_failure(stderr)),
-                cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
-        return stdout
+    def _run(self, argv, action, image, binary=False):
+        """Run ``argv``; -> stdout. Retry transient failures; raise ImageError naming ``action`` and ``image``."""
+        attempt = 0
+        while True:
+            attempts = attempt + 1
+
+            def describe(stdout, stderr, rc):
+                cause = describe_failure(stderr)
+                return cause if attempts == 1 else "%s (after %d attempts)" % (cause, attempts)
+
+            try:
+                return run_command(self.module, argv, "%s image '%s'" % (action, image), binary=binary,
+                                   error=ImageError, describe=describe)[1]
+            except ImageError as exc:
+                if attempt >= self.retries or not is_transient(exc.details.get("stderr")):
+                    raise
+            attempt += 1
+            self._sleep(self.retry_delay)
 
     @staticmethod
     def _source_options(prefix, auth_file, cert_dir, tls_verify):
@@ -71,14 +249,17 @@ class Skopeo:
             argv.append("--%stls-verify=false" % prefix)
         return argv
 
+    def _inspect_argv(self, image, extra, auth_file, cert_dir, tls_verify):
+        return ([self.binary, "inspect"] + extra + self._source_options("", auth_file, cert_dir, tls_verify)
+                + ["--", "docker://" + image])
+
     def _inspect(self, image, extra, action, auth_file, cert_dir, tls_verify):
-        argv = [self.binary, "inspect"] + extra + self._source_options("", auth_file, cert_dir, tls_verify)
-        argv += ["--", "docker://" + image]
+        argv = self._inspect_argv(image, extra, auth_file, cert_dir, tls_verify)
         stdout = self._run(argv, action, image)
         try:
             return json.loads(stdout)
         except ValueError:
-            raise ImageError("Failed to %s image '%s': skopeo printed no valid JSON" % (action, image),
+            raise ImageError("Failed to %s image '%s': skopeo printed no valid JSON." % (action, image),
                              cmd=argv, rc=0, stdout=stdout) from None
 
     def inspect(self, image, auth_file=None, cert_dir=None, tls_verify=True):
@@ -90,9 +271,60 @@ class Skopeo:
         return self._inspect(image, ["--config"], "inspect the configuration of", auth_file, cert_dir,
                              tls_verify)
 
+    def inspect_raw(self, image, auth_file=None, cert_dir=None, tls_verify=True, action="read the manifest of"):
+        """``skopeo inspect --raw``: the manifest bytes exactly as the registry served them (no blob is read)."""
+        argv = self._inspect_argv(image, ["--raw"], auth_file, cert_dir, tls_verify)
+        return self._run(argv, action, image, binary=True)
+
     def copy(self, image, destination, auth_file=None, cert_dir=None, tls_verify=True):
         """``skopeo copy`` from ``docker://image`` to ``destination`` (e.g. ``oci:DIR:TAG``)."""
         argv = [self.binary, "copy", "--quiet"]
         argv += self._source_options("src-", auth_file, cert_dir, tls_verify)
         argv += ["--", "docker://" + image, destination]
         self._run(argv, "pull", image)
+
+
+# --------------------------------------------------------------------------
+# the resolver
+
+
+def host_architecture():
+    """The OCI architecture of this host: ``os.uname().machine`` mapped by ``_image_ref.oci_architecture``."""
+    return oci_architecture(os.uname().machine)
+
+
+def resolve(skopeo, image_text, architectures=(), auth_file=None, cert_dir=None, tls_verify=True):
+    """Resolve an image reference to the digest of its manifest, reading only the manifest.
+
+    -> ``{"image": "REGISTRY/REPO@DIGEST" (tag dropped, no transport), "digest": the
+    digest the reference names (an index's own digest for an index), "media_type",
+    "index": bool, "manifests": {architecture: digest} (``{}`` for a plain manifest),
+    "platform_digests": {architecture: digest}}`` for each of ``architectures`` (a
+    plain manifest's digest for every one).
+
+    A reference that carries a digest is still read, to learn an index's entries, and
+    the served bytes must hash to that digest. An index without an entry for an
+    asked architecture, and anything that is not a manifest, raise ImageError.
+    """
+    ref = parse(image_text)
+    named = ref.with_digest(ref.digest) if ref.pinned else ref
+    shown = named.image
+    raw = skopeo.inspect_raw(shown, auth_file=auth_file, cert_dir=cert_dir, tls_verify=tls_verify, action="resolve")
+    try:
+        described = _parse_manifest(raw)
+    except _NotAManifest as exc:
+        raise ImageError("Failed to resolve image '%s': the registry served no image manifest (%s)." % (shown, exc),
+                         stdout=to_text(raw)) from None
+    digest = described["digest"]
+    if ref.pinned and digest != ref.digest:
+        raise ImageError("Failed to resolve image '%s': the manifest the registry served hashes to %s, not to the "
+                         "digest the reference names." % (shown, digest), digest=digest, expected_digest=ref.digest)
+    platform_digests = {}
+    for architecture in architectures:
+        found = platform_digest(described, architecture)
+        if found is None:
+            raise ImageError("Failed to resolve image '%s': its index has no linux entry for architecture %s "
+                             "(entries: %s)." % (shown, architecture, ", ".join(sorted(described["manifests"])) or "none"),
+                             digest=digest, manifests=described["manifests"])
+        platform_digests[architecture] = found
+    return dict(described, image=ref.with_digest(digest).image, platform_digests=platform_digests)

@@ -10,11 +10,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: os_image_pull
-short_description: Inspect an OS image in a registry, or fetch its layers onto the host
+short_description: Resolve or inspect an OS image in a registry, or fetch its layers onto the host
 version_added: 0.1.0
 description:
-  - Inspects a container OS image with C(skopeo) from the managed host and returns its
-    manifest digest, labels, ostree commit, version and architecture.
+  - Resolves a container OS image with C(skopeo) from the managed host to its manifest
+    digest, reading only the manifest; for a multi-architecture image (an OCI index or
+    a Docker manifest list) also to the manifest digest of each platform.
+  - With O(state=inspected) (the default), also reads the image's configuration for the
+    platform O(architecture) and returns its labels, ostree commit, version and architecture.
   - With O(state=present), also fetches the image's blobs into an OCI layout cache on the
     host, so that a later rebase to the image needs no registry blob.
   - Credentials come from an existing auth file, a dockerconfigjson pull secret, or a
@@ -24,10 +27,14 @@ description:
     line; the file is removed whether the task succeeds or fails.
   - With O(expected_digest), the task fails before anything is fetched when the
     registry's digest for the image differs.
+  - Transient registry failures (connection refused or reset, timeouts, HTTP 5xx) are
+    retried (see O(retries)).
 author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:
   - fleetos.layering.attributes
+  - fleetos.layering.registry
+  - fleetos.layering.retries
 attributes:
   check_mode:
     support: full
@@ -50,18 +57,28 @@ options:
     required: true
   state:
     description:
-      - V(inspected) reads the image's metadata only and never reports a change.
-      - V(present) also fetches the image's blobs into the cache (see O(cache_dir)) and
-        reports a change when at least one blob was fetched.
+      - V(resolved) reads only the manifest (C(skopeo inspect --raw), no blob) and
+        returns the digests; it never reports a change.
+      - V(inspected) also reads the configuration of the image for O(architecture)
+        (labels, ostree commit, version) and never reports a change.
+      - V(present) also fetches the blobs of the image for O(architecture) into the cache
+        (see O(cache_dir)) and reports a change when at least one blob was fetched.
     type: str
-    choices: [inspected, present]
+    choices: [resolved, inspected, present]
     default: inspected
-  auth_file:
+  architecture:
     description:
-      - An existing containers-auth.json(5) or docker config file on the managed host,
-        for example C(/etc/ostree/auth.json).
-      - Only the entry that applies to the image is passed on to skopeo.
-    type: path
+      - The platform whose manifest of a multi-architecture image RV(platform_digest)
+        names and O(state=inspected) and O(state=present) read, as an OCI architecture
+        (C(amd64), C(arm64), C(ppc64le), C(s390x)), with C(/VARIANT) when the index
+        distinguishes variants (C(arm/v7)).
+      - By default the managed host's own, from its machine name (C(x86_64) is C(amd64),
+        C(aarch64) is C(arm64), C(armv7l) is C(arm)).
+      - C(arm64) also matches an index entry C(arm64/v8); an architecture without a
+        variant matches the only entry of that architecture.
+      - An index without an entry for it fails the task. A single-platform image serves
+        every architecture.
+    type: str
   pull_secret:
     description:
       - >-
@@ -78,20 +95,11 @@ options:
     description:
       - The password for O(username).
     type: str
-  ca_cert_dir:
-    description:
-      - A directory on the managed host holding the registry's C(ca.crt) (and client
-        C(*.cert)/C(*.key)).
-      - By default skopeo uses C(/etc/containers/certs.d/<registry>/).
-    type: path
-  validate_certs:
-    description:
-      - Require HTTPS and verify the registry's certificate.
-    type: bool
-    default: true
   expected_digest:
     description:
       - The manifest digest the image must have, C(sha256:) and 64 hex digits.
+      - For a multi-architecture image, either the digest of the index or the digest of
+        the manifest for O(architecture) matches.
       - A mismatch fails the task before any blob is fetched.
     type: str
   cache_dir:
@@ -109,7 +117,9 @@ requirements:
   - skopeo on the managed host
 notes:
   - At most one of O(auth_file), O(pull_secret) and O(username) may be given. Without
-    any, skopeo uses its default auth files.
+    any, the module uses the auth file rpm-ostree reads (C(/run/ostree/auth.json), else
+    C(/etc/ostree/auth.json)) when one exists and has an entry for the image; else skopeo's
+    default auth files.
   - When credentials are given but none of their entries applies to the image's
     registry, the task fails.
   - The role C(fleetos.layering.pull_secret) installs the auth file rpm-ostree reads,
@@ -125,6 +135,13 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Resolve a tag to its digest, reading only the manifest
+  fleetos.layering.os_image_pull:
+    image: registry.example.com/os/fleet-os:42
+    auth_file: /etc/ostree/auth.json
+    state: resolved
+  register: __os_image_digest
+
 - name: Read the digest and ostree commit of an OS image with the host's auth file
   fleetos.layering.os_image_pull:
     image: registry.example.com/os/fleet-os:42
@@ -148,35 +165,58 @@ EXAMPLES = r"""
 
 RETURN = r"""
 image:
-  description: The image pinned to its digest, C(registry/repository@digest).
+  description: The image pinned to RV(digest), C(registry/repository@digest), without its tag.
   returned: success
   type: str
   sample: 198.51.100.1:5000/fleetos/lab-os@sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
 digest:
-  description: The manifest digest the registry serves for the image.
+  description:
+    - The digest of the manifest the registry serves for the image (the sha256 of its
+      exact bytes); for a multi-architecture image, the digest of the index.
   returned: success
   type: str
   sample: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
+index:
+  description: Whether the image is a multi-architecture image (an OCI index or a Docker manifest list).
+  returned: success
+  type: bool
+  sample: false
+manifests:
+  description:
+    - For a multi-architecture image, the manifest digest of each linux platform, keyed by
+      OCI architecture (with C(/VARIANT) when the index names a variant).
+    - Empty for a single-platform image.
+  returned: success
+  type: dict
+  sample: {"amd64": "sha256:0b5c2e1b0f0c5fbd35d0c4f8d0f3f1b2f4d5d2d0c1f2e3d4c5b6a79880716253",
+           "arm64": "sha256:76ecbef4dc4358a12dbb5c29e66d839636ce69d49f84d54c8378a86753063548"}
+platform_digest:
+  description:
+    - The manifest digest for O(architecture), which a host of that platform reports
+      once it runs the image; RV(digest) for a single-platform image.
+  returned: success
+  type: str
+  sample: sha256:0b5c2e1b0f0c5fbd35d0c4f8d0f3f1b2f4d5d2d0c1f2e3d4c5b6a79880716253
 labels:
   description: The image's labels (empty when it has none).
-  returned: success
+  returned: when O(state) is V(inspected) or V(present)
   type: dict
   sample: {"ostree.bootable": "true", "ostree.commit": "5d3965dd...", "version": "1.0"}
 ostree_commit:
   description:
     - The ostree commit the image carries, from the label C(ostree.commit), else
       C(com.coreos.ostree-commit), else C(io.openshift.os-commit); null when none is set.
-  returned: success
+  returned: when O(state) is V(inspected) or V(present)
   type: str
   sample: 5d3965ddc23da6be463b043cd818e26108286f028f95f1bdf9806372b17368fd
 version:
   description: The label C(version), else C(org.opencontainers.image.version); null when none is set.
-  returned: success
+  returned: when O(state) is V(inspected) or V(present)
   type: str
   sample: "1.0"
 architecture:
-  description: The image's architecture as skopeo reports it; null when unknown.
-  returned: success
+  description: The architecture of the image read for O(architecture), as skopeo reports it; null when unknown.
+  returned: when O(state) is V(inspected) or V(present)
   type: str
   sample: amd64
 cache_dir:
@@ -203,20 +243,27 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     credentials,
     image_scopes,
+    ostree_auth_file,
     temporary_auth_file,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     FleetosError,
     ImageError,
     InvalidInputError,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DIGEST_FORM, is_digest, parse
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import (
+    DIGEST_FORM,
+    is_digest,
+    parse,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label, image_commit
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, Skopeo, host_architecture, resolve
 
 OSTREE_CACHE = "/sysroot/ostree/container-cache"
 DEFAULT_CACHE = "/var/cache/fleetos/images"
 REF_NAME = "org.opencontainers.image.ref.name"
+ARCHITECTURE_RE = re.compile(r"^[a-z0-9_]+(?:/[a-z0-9_]+)?$")
 
 
 def layout_blobs(cache):
@@ -260,49 +307,70 @@ def pick_cache(cache_dir):
     return OSTREE_CACHE if os.path.isdir(OSTREE_CACHE) else DEFAULT_CACHE
 
 
-def pull(module, skopeo, params):
-    """Inspect (and with state=present, fetch) one image; -> the module result."""
+def check_params(params):
+    """Refuse bad input before anything runs; -> (ImageRef, expected digest, architecture)."""
     ref = parse(params["image"])
     expected = params["expected_digest"]
     if expected is not None and not is_digest(expected):
-        raise InvalidInputError("The option expected_digest '%s' is not a digest: expected %s"
+        raise InvalidInputError("The option expected_digest '%s' is not a digest: expected %s."
                                 % (expected, DIGEST_FORM))
-    if expected and ref.digest and ref.digest != expected:
-        raise ImageError("Failed to verify image '%s': it is pinned to %s, not to the expected digest %s"
-                         % (ref.image, ref.digest, expected), digest=ref.digest, expected_digest=expected)
+    architecture = params["architecture"]
+    if architecture is not None and not ARCHITECTURE_RE.match(architecture):
+        raise InvalidInputError("The option architecture '%s' is invalid: expected an OCI architecture such as "
+                                "amd64, arm64 or arm/v7." % architecture)
+    for name in ("retries", "retry_delay"):
+        if params[name] < 0:
+            raise InvalidInputError("The option %s %d is negative: expected 0 or more." % (name, params[name]))
+    return ref, expected, architecture or host_architecture()
+
+
+def pull(module, skopeo, params):
+    """Resolve (with state=inspected also inspect, with state=present also fetch) one image; -> the module result."""
+    ref, expected, architecture = check_params(params)
     image = ref.image
-    creds = credentials(image, auth_file=params["auth_file"], pull_secret=params["pull_secret"],
+    given = any(params[name] is not None for name in ("auth_file", "pull_secret", "username"))
+    # Without credentials of its own, the module reads the auth file rpm-ostree reads, as
+    # rpm_ostree_rebase does, so that an inspection sees what the rebase will see.
+    auth_file = params["auth_file"] if given else ostree_auth_file()
+    creds = credentials(image, auth_file=auth_file, pull_secret=params["pull_secret"],
                         username=params["username"], password=params["password"])
     document = None
     if creds is not None:
         module.no_log_values.update(creds.secrets())
         document = creds.for_image(image)
-        if document is None:
+        if document is None and given:
             raise InvalidInputError(
-                "Failed to find credentials for image '%s': the %s has no entry for %s (entries: %s)"
+                "Failed to find credentials for image '%s': the %s has no entry for %s (entries: %s)."
                 % (image, creds.source, " or ".join("'%s'" % scope for scope in image_scopes(image)),
                    ", ".join(sorted(creds.keys())) or "none"))
     options = dict(cert_dir=params["ca_cert_dir"], tls_verify=params["validate_certs"])
     with temporary_auth_file(document) as auth_file:
-        info = skopeo.inspect(image, auth_file=auth_file, **options)
-        digest = info.get("Digest")
-        if not is_digest(digest):
-            raise ImageError("Failed to inspect image '%s': skopeo reported no sha256 manifest digest" % image)
+        resolved = resolve(skopeo, image, (architecture,), auth_file=auth_file, **options)
+        digest, platform = resolved["digest"], resolved["platform_digests"][architecture]
+        if expected and expected not in (digest, platform):
+            served = digest if platform == digest else "%s (for %s: %s)" % (digest, architecture, platform)
+            raise ImageError("Failed to verify image '%s': the registry serves digest %s, not the expected "
+                             "digest %s." % (image, served, expected), digest=digest, expected_digest=expected)
+        result = dict(changed=False, image=resolved["image"], digest=digest, index=resolved["index"],
+                      manifests=resolved["manifests"], platform_digest=platform)
+        if params["state"] == "resolved":
+            return result
+        # The manifest for the platform, by digest: what a host of that platform pulls.
+        platform_image = ref.with_digest(platform).image
+        info = skopeo.inspect(platform_image, auth_file=auth_file, **options)
+        if info.get("Digest") != platform:
+            raise ImageError("Failed to inspect image '%s': skopeo reported digest %s, not the resolved digest %s."
+                             % (platform_image, info.get("Digest"), platform))
         if "Labels" in info:
             labels = info.get("Labels") or {}
         else:
-            config = skopeo.inspect_config(image, auth_file=auth_file, **options)
+            config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
             labels = (config.get("config") or {}).get("Labels") or {}
-        if expected and digest != expected:
-            raise ImageError("Failed to verify image '%s': the registry serves digest %s, not the expected "
-                             "digest %s" % (image, digest, expected), digest=digest, expected_digest=expected)
-        pinned = ref.with_digest(digest).image
-        result = dict(changed=False, image=pinned, digest=digest, labels=labels,
-                      ostree_commit=image_commit(labels),
+        result.update(labels=labels, ostree_commit=image_commit(labels),
                       version=first_label(labels, VERSION_LABELS),
                       architecture=info.get("Architecture") or None)
         if params["state"] == "present":
-            result.update(fetch(module, skopeo, ref.name, pinned, digest, info.get("Layers") or [],
+            result.update(fetch(module, skopeo, ref.name, platform_image, platform, info.get("Layers") or [],
                                 pick_cache(params["cache_dir"]), auth_file, options))
     return result
 
@@ -320,7 +388,7 @@ def fetch(module, skopeo, name, pinned, digest, layers, cache, auth_file, option
         try:
             os.makedirs(cache, mode=0o755, exist_ok=True)
         except OSError as exc:
-            raise ImageError("Failed to pull image '%s': cannot create the cache directory '%s': %s"
+            raise ImageError("Failed to pull image '%s': cannot create the cache directory '%s': %s."
                              % (pinned, cache, exc.strerror)) from None
         skopeo.copy(pinned, "oci:%s:%s" % (cache, tag), auth_file=auth_file, **options)
         fetched = sorted(layout_blobs(cache) - before)
@@ -332,31 +400,33 @@ def fetch(module, skopeo, name, pinned, digest, layers, cache, auth_file, option
 
 
 def main():
+    argument_spec = dict(
+        image=dict(type="str", required=True),
+        state=dict(type="str", choices=["resolved", "inspected", "present"], default="inspected"),
+        architecture=dict(type="str"),
+        pull_secret=dict(type="raw", no_log=True),
+        username=dict(type="str"),
+        password=dict(type="str", no_log=True),
+        expected_digest=dict(type="str"),
+        cache_dir=dict(type="path"),
+        executable=dict(type="path"),
+    )
+    argument_spec.update(REGISTRY_ARGS)
+    argument_spec.update(RETRY_ARGS)
     module = AnsibleModule(
-        argument_spec=dict(
-            image=dict(type="str", required=True),
-            state=dict(type="str", choices=["inspected", "present"], default="inspected"),
-            auth_file=dict(type="path"),
-            pull_secret=dict(type="raw", no_log=True),
-            username=dict(type="str"),
-            password=dict(type="str", no_log=True),
-            ca_cert_dir=dict(type="path"),
-            validate_certs=dict(type="bool", default=True),
-            expected_digest=dict(type="str"),
-            cache_dir=dict(type="path"),
-            executable=dict(type="path"),
-        ),
+        argument_spec=argument_spec,
         mutually_exclusive=[("auth_file", "pull_secret", "username")],
         required_together=[("username", "password")],
         supports_check_mode=True,
     )
+    params = module.params
     try:
-        skopeo = Skopeo(module, module.params["executable"])
-        result = pull(module, skopeo, module.params)
+        skopeo = Skopeo(module, params["executable"], retries=params["retries"], retry_delay=params["retry_delay"])
+        result = pull(module, skopeo, params)
     except FleetosError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to pull image '%s': unexpected error: %s" % (module.params["image"], exc),
+        module.fail_json(msg="Failed to pull image '%s': unexpected error: %s." % (params["image"], exc),
                          exception=traceback.format_exc())
     module.exit_json(**result)
 

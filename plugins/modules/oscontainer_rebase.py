@@ -35,6 +35,10 @@ author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:
   - fleetos.layering.attributes
+  - fleetos.layering.registry
+  - fleetos.layering.retries
+  - fleetos.layering.executables.rpm_ostree
+  - fleetos.layering.executables.skopeo
 attributes:
   check_mode:
     support: full
@@ -54,26 +58,6 @@ options:
         digest decides.
     type: str
     required: true
-  auth_file:
-    description:
-      - An existing containers-auth.json(5) file on the host with the registry credentials.
-      - Only the entry that applies to the image is passed on to skopeo, in a 0600
-        temporary auth file that is removed afterwards.
-      - Without it, the first of C(/run/ostree/auth.json) and C(/etc/ostree/auth.json)
-        that exists is used the same way (when it has an entry for the image), as
-        rpm-ostree would.
-    type: path
-  ca_cert_dir:
-    description:
-      - A directory on the host holding the registry's C(ca.crt) (and client
-        C(*.cert)/C(*.key)).
-      - By default skopeo uses C(/etc/containers/certs.d/<registry>/).
-    type: path
-  validate_certs:
-    description:
-      - Require HTTPS and verify the registry's certificate.
-    type: bool
-    default: true
   custom_description:
     description:
       - The custom origin description that C(rpm-ostree status) shows for the deployment.
@@ -86,16 +70,6 @@ options:
         an explicit C(rpm-ostree finalize-deployment) and not by an ordinary reboot.
     type: bool
     default: false
-  retries:
-    description:
-      - How many times to retry C(rpm-ostree rebase) while another transaction is in progress.
-    type: int
-    default: 3
-  retry_delay:
-    description:
-      - Seconds to wait between two retries.
-    type: int
-    default: 5
   sysroot_repo:
     description:
       - The host's ostree repository, which the commit is pulled into.
@@ -107,16 +81,6 @@ options:
         private temporary directory; it needs room for the image twice.
     type: path
     default: /var/tmp
-  executable:
-    description:
-      - Path of the C(rpm-ostree) binary.
-      - By default the binary is searched for in E(PATH).
-    type: path
-  skopeo_executable:
-    description:
-      - Path of the C(skopeo) binary.
-      - By default the binary is searched for in E(PATH).
-    type: path
   ostree_executable:
     description:
       - Path of the C(ostree) binary.
@@ -125,6 +89,8 @@ options:
 requirements:
   - rpm-ostree, ostree and skopeo on the managed host
 notes:
+  - Without O(auth_file), the first of C(/run/ostree/auth.json) and C(/etc/ostree/auth.json)
+    that exists is used the same way (when it has an entry for the image), as rpm-ostree would.
   - A commit pulled into O(sysroot_repo) stays there when the rebase fails afterwards; it
     is not deployed, a later run reuses it, and C(rpm-ostree cleanup) prunes it.
   - Layers compressed with zstd are not supported.
@@ -253,6 +219,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     ostree_auth_file,
     temporary_auth_file,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -271,10 +238,11 @@ from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer impo
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     EXIT_UNCHANGED,
+    RPM_OSTREE_ARGS,
     RpmOstreeClient,
     next_boot,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, SKOPEO_ARGS, Skopeo
 
 WORK_PREFIX = "fleetos-oscontainer-"
 LAYOUT_TAG = "oscontainer"
@@ -421,29 +389,23 @@ def run_module(module, client, skopeo, ostree):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            image=dict(type="str", required=True),
-            auth_file=dict(type="path", no_log=False),
-            ca_cert_dir=dict(type="path"),
-            validate_certs=dict(type="bool", default=True),
-            custom_description=dict(type="str", default="Managed by fleetos.layering"),
-            lock_finalization=dict(type="bool", default=False),
-            retries=dict(type="int", default=3),
-            retry_delay=dict(type="int", default=5),
-            sysroot_repo=dict(type="path", default="/sysroot/ostree/repo"),
-            tmpdir=dict(type="path", default="/var/tmp"),
-            executable=dict(type="path"),
-            skopeo_executable=dict(type="path"),
-            ostree_executable=dict(type="path"),
-        ),
-        supports_check_mode=True,
+    argument_spec = dict(
+        image=dict(type="str", required=True),
+        custom_description=dict(type="str", default="Managed by fleetos.layering"),
+        lock_finalization=dict(type="bool", default=False),
+        sysroot_repo=dict(type="path", default="/sysroot/ostree/repo"),
+        tmpdir=dict(type="path", default="/var/tmp"),
+        ostree_executable=dict(type="path"),
     )
+    for shared in (REGISTRY_ARGS, RETRY_ARGS, RPM_OSTREE_ARGS, SKOPEO_ARGS):
+        argument_spec.update(shared)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     try:
         client = RpmOstreeClient(module, executable=params["executable"], retries=params["retries"],
                                  retry_delay=params["retry_delay"])
-        skopeo = Skopeo(module, params["skopeo_executable"], option="skopeo_executable")
+        skopeo = Skopeo(module, params["skopeo_executable"], option="skopeo_executable", retries=params["retries"],
+                        retry_delay=params["retry_delay"])
         ostree = Ostree(module, params["ostree_executable"])
         result = run_module(module, client, skopeo, ostree)
     except FleetosError as exc:

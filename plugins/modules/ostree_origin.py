@@ -216,6 +216,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     format_list,
     write_atomic,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
 
 STAGED_REFUSAL = (
     "Refusing to edit the origin of the staged deployment %s because a staged "
@@ -271,11 +272,9 @@ def resolve_deployment(module, deployment, sysroot):
     if deployment not in ("booted", "staged") and not deployment.isdigit():
         raise InvalidInputError("Invalid deployment %r: expected booted, staged or an index 0, 1, ..."
                                 % deployment)
-    cmd = [module.get_bin_path("rpm-ostree", required=True), "status", "--json"]
-    rc, out, err = module.run_command(cmd, environ_update={"LC_ALL": "C"}, expand_user_and_vars=False)
-    if rc != 0:
-        raise FleetosError("Failed to list the deployments with rpm-ostree status: it exited with %d" % rc,
-                           cmd=cmd, rc=rc, stdout=out, stderr=err)
+    client = RpmOstreeClient(module)
+    cmd = [client.binary, "status", "--json"]
+    rc, out, err = client.run(["status", "--json"], action="list the deployments with rpm-ostree status")
     try:
         deployments = json.loads(out)["deployments"]
     except (ValueError, KeyError, TypeError) as exc:

@@ -18,17 +18,27 @@ description:
     host is booted at that digest.
   - Images are compared by manifest digest, never by reference string, so another
     tag or another transport spelling of the same digest is not a change.
+  - A multi-architecture image (an OCI index or a Docker manifest list) is already
+    there when the deployment is at the index digest, or when the manifest digest the
+    deployment reports is the index's manifest for the host's architecture. To learn
+    it, the index is resolved on the host with C(skopeo inspect --raw), which reads
+    only the manifest, when the next boot (the booted deployment for O(state=booted))
+    reports another digest.
   - Never reboots the host; RV(reboot_required) tells whether a reboot is needed.
 author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:
   - fleetos.layering.attributes
+  - fleetos.layering.retries
+  - fleetos.layering.executables.rpm_ostree
+  - fleetos.layering.executables.skopeo
 attributes:
   check_mode:
     support: full
     details:
       - Predicts C(changed) and the diff from C(rpm-ostree status); never calls
-        C(rpm-ostree rebase). With O(allow_tag=true) the tag is still resolved on the host.
+        C(rpm-ostree rebase). The tag (with O(allow_tag=true)) or the index is still
+        resolved on the host, reading only the manifest.
   diff_mode:
     support: full
   idempotent:
@@ -46,7 +56,7 @@ options:
   allow_tag:
     description:
       - Accept an O(image) with a tag and no digest, and resolve the tag to a digest on
-        the host with C(skopeo inspect) before anything else.
+        the host with C(skopeo inspect --raw) (the manifest only) before anything else.
       - A tag resolved on each host can give hosts different digests; prefer resolving
         once and passing the digest.
     type: bool
@@ -92,27 +102,13 @@ options:
       - rpm-ostree reads only C(/run/ostree/auth.json) and C(/etc/ostree/auth.json); this
         file is copied to C(/run/ostree/auth.json) (mode 0600) for the duration of the
         rebase, and the previous content is restored, or the copy removed, afterwards.
-      - Without it, C(skopeo) uses C(/run/ostree/auth.json) or C(/etc/ostree/auth.json)
-        when one exists.
-    type: path
-  retries:
-    description:
-      - How many times to retry C(rpm-ostree rebase) while another transaction is in progress.
-    type: int
-    default: 3
-  retry_delay:
-    description:
-      - Seconds to wait between two retries.
-    type: int
-    default: 5
-  executable:
-    description:
-      - Path of the C(rpm-ostree) binary.
-      - By default the binary is searched for in E(PATH).
+      - The same file is given to C(skopeo) to resolve a tag or an index; without it,
+        C(skopeo) uses C(/run/ostree/auth.json) or C(/etc/ostree/auth.json) when one exists.
     type: path
 requirements:
   - rpm-ostree on the managed host
-  - skopeo on the managed host, only with O(allow_tag=true)
+  - skopeo on the managed host, to resolve a tag (O(allow_tag=true)) or to compare an index
+    with the manifest digest the next boot reports
 seealso:
   - module: fleetos.layering.rpm_ostree_info
   - module: ansible.builtin.reboot
@@ -154,7 +150,9 @@ reference:
   type: str
   sample: ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
 digest:
-  description: The target manifest digest (resolved from the tag with O(allow_tag=true)).
+  description:
+    - The target manifest digest (resolved from the tag with O(allow_tag=true)); for a
+      multi-architecture image, the digest of the index.
   returned: success
   type: str
   sample: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
@@ -209,7 +207,6 @@ diff:
     after: "reference: ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:0b5c...6253\ndigest: sha256:0b5c...6253\n"
 """
 
-import json
 import os
 import stat
 import tempfile
@@ -223,6 +220,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     RUN_AUTH_FILE,
     ostree_auth_file,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -230,35 +228,35 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
+    RPM_OSTREE_ARGS,
     RpmOstreeClient,
-    first_line,
     has_digest,
     next_boot,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, host_architecture, resolve
 
 
-def resolve_digest(module, ref, auth_file=None):
-    """Resolve the tag of ``ref`` to a manifest digest with ``skopeo inspect`` on the host."""
-    skopeo = module.get_bin_path("skopeo", required=True)
-    argv = [skopeo, "inspect", "--no-tags"]
-    auth_file = auth_file or ostree_auth_file(OSTREE_AUTH_FILES)
-    if auth_file:
-        argv += ["--authfile", auth_file]
-    argv += ["--", ref.docker_reference]
-    rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"}, expand_user_and_vars=False)
-    details = {"cmd": argv, "rc": rc, "stdout": out, "stderr": err}
-    if rc != 0:
-        cause = first_line(err) or first_line(out) or "exit status %d" % rc
-        raise ImageError("Failed to resolve the tag of image '%s' to a digest: %s." % (ref.image, cause.rstrip(".")),
-                         **details)
-    try:
-        digest = json.loads(out).get("Digest")
-    except (ValueError, AttributeError):
-        digest = None
-    if not _image_ref.is_digest(digest):
-        raise ImageError("Failed to resolve the tag of image '%s' to a digest: skopeo inspect reported no "
-                         "sha256 digest." % ref.image, **details)
-    return digest
+class Resolver:
+    """Resolves the target image with skopeo on the host, reading only its manifest, at most once."""
+
+    def __init__(self, module, architecture):
+        self.module = module
+        self.architecture = architecture
+        self.resolved = None
+
+    def __call__(self, ref):
+        """:func:`_skopeo.resolve` of ``ref`` for the host's architecture (cached)."""
+        if self.resolved is None:
+            params = self.module.params
+            skopeo = Skopeo(self.module, params["skopeo_executable"], option="skopeo_executable",
+                            retries=params["retries"], retry_delay=params["retry_delay"])
+            auth_file = params["auth_file"] or ostree_auth_file(OSTREE_AUTH_FILES)
+            self.resolved = resolve(skopeo, ref.image, (self.architecture,), auth_file=auth_file)
+        return self.resolved
+
+    def platform_digest(self, ref):
+        """The manifest digest of ``ref`` for the host's architecture (the digest itself for a plain manifest)."""
+        return self(ref)["platform_digests"][self.architecture]
 
 
 class TemporaryAuthFile:
@@ -330,24 +328,47 @@ def diff_text(summary):
     return "reference: %s\ndigest: %s\n" % (summary["reference"], summary["digest"])
 
 
-def target_reference(params, module, resolve=resolve_digest):
-    """The pinned ImageRef to rebase to; a tag is resolved only with allow_tag."""
+def manifest_digest(deployment):
+    """The manifest digest a deployment reports (``container-image-reference-digest``), or None."""
+    image = (deployment or {}).get("image") or {}
+    return image.get("manifest_digest") or image.get("digest")
+
+
+def target_reference(params, resolver):
+    """The pinned ImageRef to rebase to; a tag is resolved (manifest only) only with allow_tag."""
     ref = _image_ref.from_image(params["image"], params["transport"], params["ostree_remote"])
     if ref.pinned:
         return ref.with_digest(ref.digest)
     if not params["allow_tag"]:
         raise InvalidInputError(
             "image '%s' has no digest: give %s@sha256:<64 hex digits>, or set allow_tag: true to "
-            "resolve the tag to a digest on the host" % (params["image"], ref.name)
+            "resolve the tag to a digest on the host." % (params["image"], ref.name)
         )
-    return ref.with_digest(resolve(module, ref, params["auth_file"]))
+    return ref.with_digest(resolver(ref)["digest"])
 
 
-def run_module(module, client, resolve=resolve_digest):
+def reached(deployment, ref, resolver):
+    """True when ``deployment`` runs the target: at its digest, or reporting its manifest for this host.
+
+    The target is resolved (its manifest only) when the deployment reports another digest,
+    to learn whether the target is an index whose entry for the host is that digest.
+    """
+    if has_digest(deployment, ref.digest):
+        return True
+    reported = manifest_digest(deployment)
+    if reported is None:
+        return False
+    return reported == resolver.platform_digest(ref)
+
+
+def run_module(module, client, resolver):
     params = module.params
     if params["auth_file"] and not os.path.isfile(params["auth_file"]):
         raise InvalidInputError("auth_file '%s' does not exist or is not a regular file." % params["auth_file"])
-    ref = target_reference(params, module, resolve)
+    for name in ("retries", "retry_delay"):
+        if params[name] < 0:
+            raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
+    ref = target_reference(params, resolver)
     reference, digest = ref.format(), ref.digest
     status = client.status()
     result = {"changed": False, "reference": reference, "digest": digest}
@@ -355,7 +376,7 @@ def run_module(module, client, resolve=resolve_digest):
     if params["state"] == "booted":
         booted = status["booted"]
         before = summarize(booted)
-        if not has_digest(booted, digest):
+        if not reached(booted, ref, resolver):
             raise ImageError(
                 "The host is not booted at image digest %s: the booted deployment is at %s." % (
                     digest, before["digest"] or before["checksum"] or "no deployment"),
@@ -366,16 +387,16 @@ def run_module(module, client, resolve=resolve_digest):
 
     current = next_boot(status)
     before = summarize(current)
-    if has_digest(current, digest):
+    if reached(current, ref, resolver):
         result.update(before=before, after=before, reboot_required=status["reboot_required"],
                       diff={"before": diff_text(before), "after": diff_text(before)})
         return result
 
     if module.check_mode:
         after = {"reference": reference, "digest": digest, "checksum": None}
-        # Rebasing back to the booted digest only drops what is pending.
+        # Rebasing back to the booted image only drops what is pending.
         result.update(changed=True, before=before, after=after,
-                      reboot_required=not has_digest(status["booted"], digest),
+                      reboot_required=not reached(status["booted"], ref, resolver),
                       diff={"before": diff_text(before), "after": diff_text(after)})
         return result
 
@@ -384,7 +405,7 @@ def run_module(module, client, resolve=resolve_digest):
     status = client.status()
     current = next_boot(status)
     after = summarize(current)
-    if not has_digest(current, digest):
+    if not reached(current, ref, resolver):
         raise CommandError(
             "Failed to rebase to '%s': rpm-ostree finished, but the next boot is at %s." % (
                 reference, after["digest"] or after["checksum"]),
@@ -396,30 +417,31 @@ def run_module(module, client, resolve=resolve_digest):
 
 
 def main():
+    argument_spec = dict(
+        image=dict(type="str", required=True),
+        allow_tag=dict(type="bool", default=False),
+        transport=dict(type="str", default="registry", choices=["registry", "remote", "signed"]),
+        ostree_remote=dict(type="str"),
+        state=dict(type="str", default="staged", choices=["staged", "booted"]),
+        lock_finalization=dict(type="bool", default=False),
+        auth_file=dict(type="path", no_log=False),
+    )
+    argument_spec.update(RETRY_ARGS)
+    argument_spec.update(RPM_OSTREE_ARGS)
+    argument_spec.update(SKOPEO_ARGS)
     module = AnsibleModule(
-        argument_spec=dict(
-            image=dict(type="str", required=True),
-            allow_tag=dict(type="bool", default=False),
-            transport=dict(type="str", default="registry", choices=["registry", "remote", "signed"]),
-            ostree_remote=dict(type="str"),
-            state=dict(type="str", default="staged", choices=["staged", "booted"]),
-            lock_finalization=dict(type="bool", default=False),
-            auth_file=dict(type="path", no_log=False),
-            retries=dict(type="int", default=3),
-            retry_delay=dict(type="int", default=5),
-            executable=dict(type="path"),
-        ),
+        argument_spec=argument_spec,
         required_if=[("transport", "remote", ["ostree_remote"])],
         supports_check_mode=True,
     )
     try:
         client = RpmOstreeClient(module, executable=module.params["executable"],
                                  retries=module.params["retries"], retry_delay=module.params["retry_delay"])
-        result = run_module(module, client)
+        result = run_module(module, client, Resolver(module, host_architecture()))
     except FleetosError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to rebase to image '%s': %s" % (module.params["image"], exc),
+        module.fail_json(msg="Failed to rebase to image '%s': %s." % (module.params["image"], exc),
                          exception=traceback.format_exc())
     module.exit_json(**result)
 

@@ -306,6 +306,15 @@ def test_has_commit(tmp_path, rc, partial, present):
     assert module.calls == [(["/usr/bin/ostree", "show", "--repo=" + str(tmp_path), "--", COMMIT], ENV)]
 
 
+def test_has_commit_other_failures_raise(tmp_path):
+    module = FakeModule([(2, "", 'error: opening repo: ENOENT\n')])
+    with pytest.raises(CommandError) as caught:
+        Ostree(module).has_commit(str(tmp_path), COMMIT)
+    assert caught.value.msg == ("Failed to look up commit %s in the repository '%s': opening repo: ENOENT."
+                                % (COMMIT, tmp_path))
+    assert caught.value.details["rc"] == 2
+
+
 def test_pull_local_argv_and_error():
     module = FakeModule([(0, "4 metadata, 1 content objects imported\n", ""),
                          (1, "", "error: Opening content object x: Couldn't find file object 'x'\n")])

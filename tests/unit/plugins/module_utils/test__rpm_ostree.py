@@ -86,6 +86,44 @@ def test_real_samples_parse(name, booted, staged, rollback, reboot_required, ima
         assert parsed["layered_packages"] == source["packages"]
 
 
+@pytest.mark.parametrize("name", [case[0] for case in SAMPLES if case[5] is not None])
+def test_real_samples_digest_and_manifest_digest(name):
+    """image.digest is the digest the reference pins, else the reported one; manifest_digest is the reported one."""
+    raw = _sample(name)
+    status = _rpm_ostree.parse_status(raw)
+    images = 0
+    for parsed, source in zip(status["deployments"], raw["deployments"]):
+        reference = source.get("container-image-reference")
+        if not reference:
+            continue
+        images += 1
+        reported = source["container-image-reference-digest"]
+        pinned = reference.rsplit("@", 1)[1] if "@" in reference else None
+        image = parsed["image"]
+        assert image["manifest_digest"] == reported
+        assert image["digest"] == (pinned or reported)
+        assert image["transport_kind"] == {"ostree-unverified-registry": "registry",
+                                           "ostree-image-signed": "signed"}[image["transport"]]
+        assert _rpm_ostree.has_digest(parsed, reported)
+    assert images > 0
+
+
+def test_real_sample_with_an_index_digest_pinned():
+    """The real RHCOS sample, its reference rewritten to pin an OCI index digest (as a multi-arch tag resolves)."""
+    raw = _sample("insights-core__rhcos-unverified-registry-digest")
+    deployment = dict(raw["deployments"][0])
+    reported = deployment["container-image-reference-digest"]
+    name = deployment["container-image-reference"].rsplit("@", 1)[0]
+    deployment["container-image-reference"] = name + "@" + INDEX
+    status = _rpm_ostree.parse_status({"deployments": [deployment]})
+    image = status["booted"]["image"]
+    assert (image["digest"], image["manifest_digest"]) == (INDEX, reported)
+    # Both identify the same content on this host; another digest does not.
+    assert _rpm_ostree.has_digest(status["booted"], INDEX)
+    assert _rpm_ostree.has_digest(status["booted"], reported)
+    assert not _rpm_ostree.has_digest(status["booted"], DIGEST)
+
+
 def test_missing_optional_keys_are_normal():
     status = _rpm_ostree.parse_status({"deployments": [{"id": "os-abc.0", "checksum": "abc", "booted": True}]})
     deployment = status["deployments"][0]
@@ -103,6 +141,7 @@ def _dep(checksum, booted=False, staged=False, **extra):
 
 
 DIGEST = "sha256:" + "ab" * 32
+INDEX = "sha256:" + "cd" * 32
 
 
 @pytest.mark.parametrize(("deployments", "booted", "staged", "rollback", "reboot_required"), [
@@ -136,22 +175,30 @@ def test_custom_origin(extra, expected):
 @pytest.mark.parametrize(("extra", "image"), [
     ({"container-image-reference": "ostree-unverified-registry:quay.io/os@" + DIGEST},
      {"reference": "ostree-unverified-registry:quay.io/os@" + DIGEST, "transport": "ostree-unverified-registry",
-      "name": "quay.io/os", "tag": None, "digest": DIGEST}),
+      "transport_kind": "registry", "name": "quay.io/os", "tag": None, "digest": DIGEST, "manifest_digest": None}),
     ({"container-image-reference": "ostree-unverified-registry:quay.io/os:1",
       "container-image-reference-digest": DIGEST},
      {"reference": "ostree-unverified-registry:quay.io/os:1", "transport": "ostree-unverified-registry",
-      "name": "quay.io/os", "tag": "1", "digest": DIGEST}),
+      "transport_kind": "registry", "name": "quay.io/os", "tag": "1", "digest": DIGEST, "manifest_digest": DIGEST}),
     ({"container-image-reference": "ostree-unverified-registry:quay.io/os:1"},
      {"reference": "ostree-unverified-registry:quay.io/os:1", "transport": "ostree-unverified-registry",
-      "name": "quay.io/os", "tag": "1", "digest": None}),
+      "transport_kind": "registry", "name": "quay.io/os", "tag": "1", "digest": None, "manifest_digest": None}),
+    # The reference pins an OCI index digest; rpm-ostree reports the per-platform manifest digest.
+    ({"container-image-reference": "ostree-remote-image:fleet:docker://quay.io/os@" + INDEX,
+      "container-image-reference-digest": DIGEST},
+     {"reference": "ostree-remote-image:fleet:docker://quay.io/os@" + INDEX, "transport": "ostree-remote-image",
+      "transport_kind": "remote", "name": "quay.io/os", "tag": None, "digest": INDEX, "manifest_digest": DIGEST}),
     # A transport this collection does not split is reported, not an error.
     ({"container-image-reference": "ostree-unverified-image:oci:/var/os", "container-image-reference-digest": DIGEST},
      {"reference": "ostree-unverified-image:oci:/var/os", "transport": "ostree-unverified-image",
-      "name": None, "tag": None, "digest": DIGEST}),
+      "transport_kind": "registry", "name": None, "tag": None, "digest": DIGEST, "manifest_digest": DIGEST}),
+    ({"container-image-reference": "ostree-container:containers-storage:os"},
+     {"reference": "ostree-container:containers-storage:os", "transport": "ostree-container",
+      "transport_kind": None, "name": None, "tag": None, "digest": None, "manifest_digest": None}),
     # OpenShift's legacy pivot origin names the oscontainer it was provisioned from.
     ({"origin": "a" * 64, "custom-origin": ["pivot://quay.io/os@" + DIGEST, "Provisioned from oscontainer"]},
-     {"reference": "pivot://quay.io/os@" + DIGEST, "transport": "pivot", "name": "quay.io/os", "tag": None,
-      "digest": DIGEST}),
+     {"reference": "pivot://quay.io/os@" + DIGEST, "transport": "pivot", "transport_kind": None,
+      "name": "quay.io/os", "tag": None, "digest": DIGEST, "manifest_digest": None}),
     # Any other custom origin, or a pivot URL without a digest, names no image.
     ({"origin": "a" * 64, "custom-origin": ["pivot://quay.io/os:4.12", "Provisioned from oscontainer"]}, None),
     ({"origin": "a" * 64, "custom-origin": ["https://example.com/os@" + DIGEST, "Managed"]}, None),
@@ -159,7 +206,8 @@ def test_custom_origin(extra, expected):
 def test_image(extra, image):
     status = _rpm_ostree.parse_status({"deployments": [_dep("a", booted=True, **extra)]})
     assert status["booted"]["image"] == image
-    assert _rpm_ostree.has_digest(status["booted"], DIGEST) is (image is not None and image["digest"] == DIGEST)
+    assert _rpm_ostree.has_digest(status["booted"], DIGEST) is (
+        image is not None and DIGEST in (image["digest"], image["manifest_digest"]))
 
 
 def test_transaction_and_text_input():
@@ -184,13 +232,15 @@ BUSY = ("error: Transaction in progress: rebase to ostree-unverified-registry:qu
 
 
 class FakeModule:
-    def __init__(self, results):
+    def __init__(self, results, found="/usr/bin/rpm-ostree"):
         self.results = list(results)
         self.calls = []
+        self.found = found
+        self.looked_up = []
 
     def get_bin_path(self, name, required=False):
-        assert (name, required) == ("rpm-ostree", True)
-        return "/usr/bin/rpm-ostree"
+        self.looked_up.append((name, required))
+        return self.found
 
     def run_command(self, argv, **kwargs):
         self.calls.append((argv, kwargs))
@@ -270,6 +320,28 @@ def test_executable_must_be_an_executable_file(tmp_path, mode):
         _rpm_ostree.RpmOstreeClient(FakeModule([]), executable=str(executable))
     assert caught.value.msg == ("executable '%s' does not exist or is not an executable file: expected the "
                                 "path of rpm-ostree." % executable)
+
+
+def test_binary_is_looked_up_without_failing_the_module():
+    module = FakeModule([])
+    assert _rpm_ostree.RpmOstreeClient(module).binary == "/usr/bin/rpm-ostree"
+    assert module.looked_up == [("rpm-ostree", False)]
+
+
+def test_missing_binary_raises_naming_the_option():
+    with pytest.raises(CommandError) as caught:
+        _rpm_ostree.RpmOstreeClient(FakeModule([], found=None))
+    assert caught.value.msg == ("Failed to find the rpm-ostree executable 'rpm-ostree' on the target: install "
+                                "rpm-ostree or set executable.")
+
+
+def test_busy_is_a_transaction_busy_error_with_the_cause():
+    module = FakeModule([(1, "", BUSY)])
+    with pytest.raises(TransactionBusyError) as caught:
+        _rpm_ostree.RpmOstreeClient(module).run(["upgrade"])
+    assert caught.value.msg == ("Failed to run rpm-ostree upgrade because rpm-ostree is busy: Transaction in "
+                                "progress: rebase to ostree-unverified-registry:quay.io/os.")
+    assert caught.value.details == {"cmd": ["/usr/bin/rpm-ostree", "upgrade"], "rc": 1, "stdout": "", "stderr": BUSY}
 
 
 @pytest.mark.parametrize(("result", "msg"), [

@@ -407,7 +407,7 @@ def test_auth_file_without_an_entry_for_the_registry(fake):
     (inspect_output(digest=OTHER),
      "Failed to verify image '%s': the registry serves digest %s, not the pinned digest %s." % (IMAGE, OTHER, DIGEST)),
     ((1, "", 'time="x" level=fatal msg="manifest unknown"\n'),
-     "Failed to inspect image '%s': the registry has no such image (manifest unknown)" % IMAGE),
+     "Failed to inspect image '%s': the registry has no such image (manifest unknown)." % IMAGE),
 ])
 def test_wrong_images_fail_after_the_inspection_only(fake, inspected, message):
     fake["results"] = [inspected]
@@ -451,7 +451,7 @@ def test_copy_failure_cleans_up(fake):
     with pytest.raises(FailJson) as caught:
         run(args(fake))
     assert outcome(caught)["msg"] == (
-        "Failed to pull image '%s': the registry refused the credentials (unauthorized)" % IMAGE)
+        "Failed to pull image '%s': the registry refused the credentials (unauthorized)." % IMAGE)
     assert leftovers(fake) == ([], [])
 
 

@@ -198,6 +198,6 @@ def test_deployment_lookup_failures(fake, sysroot, deployment, deployments, mess
 def test_rpm_ostree_failure_keeps_output(fake, sysroot):
     fake["results"] = [(1, "", "error: Connection refused")]
     result = _run({"sysroot": str(sysroot)}, expect=FailJson)
-    assert result["msg"] == "Failed to list the deployments with rpm-ostree status: it exited with 1"
+    assert result["msg"] == "Failed to list the deployments with rpm-ostree status: Connection refused."
     assert (result["rc"], result["stderr"], result["cmd"]) == (1, "error: Connection refused",
                                                                ["/usr/bin/rpm-ostree", "status", "--json"])

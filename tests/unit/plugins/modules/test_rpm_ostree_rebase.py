@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -16,13 +17,28 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils impor
 from ansible_collections.fleetos.layering.plugins.modules import rpm_ostree_rebase
 
 OLD = "sha256:" + "0a" * 32
-NEW = "sha256:" + "1b" * 32
 OTHER = "sha256:" + "2c" * 32
+AMD = "sha256:" + "3d" * 32
+ARM = "sha256:" + "4e" * 32
 REGISTRY = "198.51.100.1:5000"
 IMAGE = REGISTRY + "/fleetos/lab-os"
 RPM_OSTREE = "/usr/bin/rpm-ostree"
 SKOPEO = "/usr/bin/skopeo"
 ENV = {"environ_update": {"LC_ALL": "C"}, "expand_user_and_vars": False}
+RAW_ENV = dict(ENV, encoding=None)
+# The target manifest as the registry serves it; NEW is the sha256 of these bytes.
+MANIFEST = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                  "digest": "sha256:" + "5f" * 32, "size": 1}, "layers": []}).encode()
+NEW = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+# A multi-arch target: INDEX_DIGEST names the index, AMD its amd64 manifest.
+INDEX = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": AMD, "size": 1,
+     "platform": {"architecture": "amd64", "os": "linux"}},
+    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": ARM, "size": 1,
+     "platform": {"architecture": "arm64", "os": "linux"}}]}).encode()
+INDEX_DIGEST = "sha256:" + hashlib.sha256(INDEX).hexdigest()
+RESOLVED = (0, MANIFEST, b"")
 BUSY = "error: Transaction in progress: rebase to x\n You can cancel the current transaction with `rpm-ostree cancel`\n"
 
 
@@ -34,6 +50,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(rpm_ostree_rebase, "RUN_AUTH_FILE", str(run_auth))
     monkeypatch.setattr(rpm_ostree_rebase, "OSTREE_AUTH_FILES", (str(run_auth), str(etc_auth)))
     monkeypatch.setattr("time.sleep", lambda seconds: state.setdefault("sleeps", []).append(seconds))
+    monkeypatch.setattr(os, "uname", type("Uname", (), {"machine": "x86_64"}))
     state["run_auth"] = run_auth
     state["etc_auth"] = etc_auth
     return state
@@ -62,6 +79,14 @@ def status(*deployments):
 
 
 STATUS_ARGV = [RPM_OSTREE, "status", "--json"]
+
+
+def raw_argv(image=IMAGE + "@" + NEW, *options):
+    """skopeo reading the target's manifest (only) to resolve it."""
+    return [SKOPEO, "inspect", "--raw"] + list(options) + ["--", "docker://" + image]
+
+
+RAW_ARGV = raw_argv()
 
 
 def rebase_argv(reference, lock=False):
@@ -118,13 +143,14 @@ def test_unchanged_when_next_boot_has_the_digest(fake, deployments, image, check
     ({"retries": 1, "retry_delay": 0}, [(1, "", BUSY), (77, "", "")], False, 2),
 ])
 def test_rebase_rc_to_changed(fake, args, rebase_results, changed, attempts):
-    fake["results"] = [status(BOOTED_OLD)] + rebase_results + [status(STAGED_NEW, BOOTED_OLD)]
+    fake["results"] = [status(BOOTED_OLD), RESOLVED] + rebase_results + [status(STAGED_NEW, BOOTED_OLD)]
     with pytest.raises(ExitJson) as caught:
         run(dict({"image": IMAGE + "@" + NEW}, **args))
     result = outcome(caught)
     lock = args.get("lock_finalization", False)
-    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV] + [rebase_argv(ref(NEW), lock)] * attempts + [STATUS_ARGV]
-    assert all(c[1] == ENV for c in fake["calls"])
+    assert [c[0] for c in fake["calls"]] == ([STATUS_ARGV, RAW_ARGV] + [rebase_argv(ref(NEW), lock)] * attempts
+                                             + [STATUS_ARGV])
+    assert [c[1] for c in fake["calls"]] == [ENV, RAW_ENV] + [ENV] * (attempts + 1)
     assert result["changed"] is changed
     assert fake.get("sleeps", []) == [args.get("retry_delay", 5)] * (attempts - 1)
     assert result["before"] == {"reference": ref(OLD), "digest": OLD, "checksum": "c0"}
@@ -140,24 +166,25 @@ def test_rebase_rc_to_changed(fake, args, rebase_results, changed, attempts):
     ("signed", None, "ostree-image-signed:docker://%s@%s" % (IMAGE, NEW)),
 ])
 def test_transports(fake, transport, remote, reference):
-    fake["results"] = [status(BOOTED_OLD), (0, "", ""),
+    fake["results"] = [status(BOOTED_OLD), RESOLVED, (0, "", ""),
                        status(dep("c1", NEW, staged=True, reference=reference), BOOTED_OLD)]
     args = {"image": IMAGE + "@" + NEW, "transport": transport}
     if remote:
         args["ostree_remote"] = remote
     with pytest.raises(ExitJson) as caught:
         run(args)
-    assert fake["calls"][1][0] == rebase_argv(reference)
+    assert fake["calls"][1][0] == RAW_ARGV
+    assert fake["calls"][2][0] == rebase_argv(reference)
     assert outcome(caught)["reference"] == reference
     assert outcome(caught)["changed"] is True
 
 
 def test_staged_other_digest_is_replaced(fake):
-    fake["results"] = [status(dep("c2", OTHER, staged=True), BOOTED_OLD), (0, "", ""),
+    fake["results"] = [status(dep("c2", OTHER, staged=True), BOOTED_OLD), RESOLVED, (0, "", ""),
                        status(STAGED_NEW, BOOTED_OLD)]
     with pytest.raises(ExitJson) as caught:
         run({"image": IMAGE + "@" + NEW})
-    assert fake["calls"][1][0] == rebase_argv(ref(NEW))
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV, rebase_argv(ref(NEW)), STATUS_ARGV]
     assert outcome(caught)["before"]["digest"] == OTHER
     assert outcome(caught)["after"]["digest"] == NEW
 
@@ -165,11 +192,11 @@ def test_staged_other_digest_is_replaced(fake):
 def test_booted_at_digest_with_another_staged_is_a_change(fake):
     """The next boot decides: a different staged deployment means the host would not boot NEW."""
     booted_new = dep("c1", NEW, booted=True)
-    fake["results"] = [status(dep("c2", OTHER, staged=True), booted_new), (0, "", ""), status(booted_new)]
+    fake["results"] = [status(dep("c2", OTHER, staged=True), booted_new), RESOLVED, (0, "", ""), status(booted_new)]
     with pytest.raises(ExitJson) as caught:
         run({"image": IMAGE + "@" + NEW})
     result = outcome(caught)
-    assert fake["calls"][1][0] == rebase_argv(ref(NEW))
+    assert fake["calls"][2][0] == rebase_argv(ref(NEW))
     assert result["changed"] is True and result["reboot_required"] is False
 
 
@@ -181,11 +208,11 @@ def test_booted_at_digest_with_another_staged_is_a_change(fake):
     ([dep("c2", OTHER, staged=True), dep("c1", NEW, booted=True)], OTHER, False),
 ])
 def test_check_mode_predicts_without_rebasing(fake, deployments, before_digest, reboot_required):
-    fake["results"] = [status(*deployments)]
+    fake["results"] = [status(*deployments), RESOLVED]
     with pytest.raises(ExitJson) as caught:
         run({"image": IMAGE + "@" + NEW, "lock_finalization": True}, check_mode=True)
     result = outcome(caught)
-    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV]
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV]
     assert result["changed"] is True
     assert result["before"]["digest"] == before_digest
     assert result["after"] == {"reference": ref(NEW), "digest": NEW, "checksum": None}
@@ -201,7 +228,7 @@ def test_tag_refused_without_allow_tag(fake):
     assert fake["calls"] == []
     assert outcome(caught)["msg"] == (
         "image '%s:2.0' has no digest: give %s@sha256:<64 hex digits>, or set allow_tag: true to resolve "
-        "the tag to a digest on the host" % (IMAGE, IMAGE))
+        "the tag to a digest on the host." % (IMAGE, IMAGE))
 
 
 @pytest.mark.parametrize(("auth", "authfile"), [(None, None), ("etc", "etc"), ("given", "given")])
@@ -214,24 +241,24 @@ def test_tag_resolved_with_allow_tag(fake, tmp_path, auth, authfile):
     args = {"image": IMAGE + ":2.0", "allow_tag": True}
     if auth == "given":
         args["auth_file"] = str(given)
-    fake["results"] = [(0, json.dumps({"Name": IMAGE, "Digest": NEW}), ""), status(BOOTED_OLD), (0, "", ""),
-                       status(STAGED_NEW, BOOTED_OLD)]
+    fake["results"] = [RESOLVED, status(BOOTED_OLD), (0, "", ""), status(STAGED_NEW, BOOTED_OLD)]
     with pytest.raises(ExitJson) as caught:
         run(args)
-    expected_skopeo = [SKOPEO, "inspect", "--no-tags"]
+    options = []
     if authfile:
-        expected_skopeo += ["--authfile", str(given) if authfile == "given" else str(fake["etc_auth"])]
-    expected_skopeo += ["--", "docker://%s:2.0" % IMAGE]
+        options = ["--authfile", str(given) if authfile == "given" else str(fake["etc_auth"])]
+    # One manifest read resolves the tag and tells that OLD is not the target for this host.
+    expected_skopeo = raw_argv(IMAGE + ":2.0", *options)
     assert [c[0] for c in fake["calls"]] == [expected_skopeo, STATUS_ARGV, rebase_argv(ref(NEW)), STATUS_ARGV]
-    assert fake["calls"][0][1] == ENV
+    assert fake["calls"][0][1] == RAW_ENV
     assert outcome(caught)["digest"] == NEW and outcome(caught)["changed"] is True
 
 
 @pytest.mark.parametrize(("result", "msg"), [
-    ((1, "", "time=\"x\" level=fatal msg=\"Error parsing image name: manifest unknown\"\n"),
-     "Failed to resolve the tag of image '%s:2.0' to a digest: Error parsing image name: manifest unknown." % IMAGE),
-    ((0, "{}", ""), "Failed to resolve the tag of image '%s:2.0' to a digest: skopeo inspect reported no "
-                    "sha256 digest." % IMAGE),
+    ((1, b"", b"time=\"x\" level=fatal msg=\"Error parsing image name: manifest unknown\"\n"),
+     "Failed to resolve image '%s:2.0': the registry has no such image (manifest unknown)." % IMAGE),
+    ((0, b"{}", b""), "Failed to resolve image '%s:2.0': the registry served no image manifest (its schemaVersion "
+                      "is None, not 2)." % IMAGE),
 ])
 def test_tag_resolution_failure(fake, result, msg):
     fake["results"] = [result]
@@ -255,10 +282,10 @@ def test_state_booted_passes(fake):
 
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_state_booted_fails_when_only_staged(fake, check_mode):
-    fake["results"] = [status(STAGED_NEW, BOOTED_OLD)]
+    fake["results"] = [status(STAGED_NEW, BOOTED_OLD), RESOLVED]
     with pytest.raises(FailJson) as caught:
         run({"image": IMAGE + "@" + NEW, "state": "booted"}, check_mode)
-    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV]
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV]
     assert outcome(caught)["msg"] == ("The host is not booted at image digest %s: the booted deployment "
                                       "is at %s." % (NEW, OLD))
     assert outcome(caught)["reboot_required"] is True
@@ -267,29 +294,41 @@ def test_state_booted_fails_when_only_staged(fake, check_mode):
 # ---------------------------------------------------------------- failures
 
 def test_still_busy_after_retries(fake):
-    fake["results"] = [status(BOOTED_OLD)] + [(1, "", BUSY)] * 3
+    fake["results"] = [status(BOOTED_OLD), RESOLVED] + [(1, "", BUSY)] * 3
     with pytest.raises(FailJson) as caught:
         run({"image": IMAGE + "@" + NEW, "retries": 2, "retry_delay": 1})
-    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV] + [rebase_argv(ref(NEW))] * 3
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV] + [rebase_argv(ref(NEW))] * 3
     assert outcome(caught)["msg"] == (
         "Failed to rebase to '%s': another transaction was still in progress after 3 attempts "
         "(Transaction in progress: rebase to x)." % ref(NEW))
     assert fake["sleeps"] == [1, 1]
 
 
-def test_registry_without_the_digest_fails(fake):
-    err = "error: Pulling image: reading manifest %s in %s: manifest unknown\n" % (NEW, IMAGE)
-    fake["results"] = [status(BOOTED_OLD), (1, "Pulling manifest: x\n", err)]
+def test_registry_without_the_digest_fails_before_the_rebase(fake):
+    err = 'time="t" level=fatal msg="reading manifest %s in %s: manifest unknown: manifest unknown"\n' % (NEW, IMAGE)
+    fake["results"] = [status(BOOTED_OLD), (1, b"", err.encode())]
     with pytest.raises(FailJson) as caught:
         run({"image": IMAGE + "@" + NEW})
     result = outcome(caught)
-    assert result["msg"] == "Failed to rebase to '%s': Pulling image: reading manifest %s in %s: manifest unknown." % (
-        ref(NEW), NEW, IMAGE)
+    assert result["msg"] == "Failed to resolve image '%s@%s': the registry has no such image (manifest unknown)." % (
+        IMAGE, NEW)
+    assert result["rc"] == 1 and result["cmd"] == RAW_ARGV and result["stderr"] == err
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV]
+
+
+def test_rebase_failure_keeps_the_output(fake):
+    err = "error: Pulling image: reading blob sha256:abab: unexpected EOF\n"
+    fake["results"] = [status(BOOTED_OLD), RESOLVED, (1, "Pulling manifest: x\n", err)]
+    with pytest.raises(FailJson) as caught:
+        run({"image": IMAGE + "@" + NEW})
+    result = outcome(caught)
+    assert result["msg"] == "Failed to rebase to '%s': Pulling image: reading blob sha256:abab: unexpected EOF." % (
+        ref(NEW))
     assert result["rc"] == 1 and result["cmd"] == rebase_argv(ref(NEW)) and result["stderr"] == err
 
 
 def test_rebase_that_does_not_reach_the_digest_fails(fake):
-    fake["results"] = [status(BOOTED_OLD), (0, "", ""), status(dep("c2", OTHER, staged=True), BOOTED_OLD)]
+    fake["results"] = [status(BOOTED_OLD), RESOLVED, (0, "", ""), status(dep("c2", OTHER, staged=True), BOOTED_OLD)]
     with pytest.raises(FailJson) as caught:
         run({"image": IMAGE + "@" + NEW})
     assert outcome(caught)["msg"] == ("Failed to rebase to '%s': rpm-ostree finished, but the next boot is "
@@ -334,7 +373,7 @@ def test_auth_file_in_place_during_rebase_only(fake, tmp_path, previous, rebase_
         seen["mode"] = _mode(run_auth)
 
     fake["hooks"]["rebase"] = during_rebase
-    fake["results"] = [status(BOOTED_OLD), (rebase_rc, "", "" if rebase_rc == 0 else "error: boom\n"),
+    fake["results"] = [status(BOOTED_OLD), RESOLVED, (rebase_rc, "", "" if rebase_rc == 0 else "error: boom\n"),
                        status(STAGED_NEW, BOOTED_OLD)]
     expected = ExitJson if rebase_rc == 0 else FailJson
     with pytest.raises(expected):
@@ -351,7 +390,98 @@ def test_auth_file_not_touched_in_check_mode(fake, tmp_path):
     given = tmp_path / "given.json"
     given.write_text("{}")
     fake["hooks"]["rebase"] = lambda argv: pytest.fail("rebase called in check mode")
-    fake["results"] = [status(BOOTED_OLD)]
+    fake["results"] = [status(BOOTED_OLD), RESOLVED]
     with pytest.raises(ExitJson):
         run({"image": IMAGE + "@" + NEW, "auth_file": str(given)}, check_mode=True)
+    assert fake["calls"][1][0] == raw_argv(IMAGE + "@" + NEW, "--authfile", str(given))
     assert not fake["run_auth"].exists()
+
+
+# ---------------------------------------------------------------- multi-arch targets (an index)
+
+INDEX_RAW_ARGV = raw_argv(IMAGE + "@" + INDEX_DIGEST)
+RESOLVED_INDEX = (0, INDEX, b"")
+
+
+def machine(monkeypatch, name):
+    monkeypatch.setattr(os, "uname", type("Uname", (), {"machine": name}))
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+@pytest.mark.parametrize(("name", "deployment"), [
+    # rebased earlier to the amd64 manifest itself
+    ("x86_64", dep("c1", AMD, booted=True)),
+    # following a tag: rpm-ostree reports the manifest digest it pulled
+    ("x86_64", dep("c1", AMD, booted=True, reference="ostree-unverified-registry:%s:stable" % IMAGE)),
+    ("aarch64", dep("c1", ARM, booted=True, reference="ostree-unverified-registry:%s:stable" % IMAGE)),
+])
+def test_index_target_reached_through_the_platform_digest(fake, monkeypatch, name, deployment, check_mode):
+    machine(monkeypatch, name)
+    fake["results"] = [status(deployment), RESOLVED_INDEX]
+    with pytest.raises(ExitJson) as caught:
+        run({"image": IMAGE + "@" + INDEX_DIGEST}, check_mode)
+    result = outcome(caught)
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, INDEX_RAW_ARGV]
+    assert result["changed"] is False
+    assert result["digest"] == INDEX_DIGEST and result["reference"] == ref(INDEX_DIGEST)
+    assert result["before"] == result["after"]
+
+
+def test_index_target_with_another_platform_digest_is_a_change(fake, monkeypatch):
+    """An arm64 host running the amd64 manifest is not at the index: it needs the arm64 one."""
+    machine(monkeypatch, "aarch64")
+    fake["results"] = [status(dep("c1", AMD, booted=True)), RESOLVED_INDEX, (0, "", ""),
+                       status(dep("c2", INDEX_DIGEST, staged=True), dep("c1", AMD, booted=True))]
+    with pytest.raises(ExitJson) as caught:
+        run({"image": IMAGE + "@" + INDEX_DIGEST})
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, INDEX_RAW_ARGV, rebase_argv(ref(INDEX_DIGEST)), STATUS_ARGV]
+    assert outcome(caught)["changed"] is True
+
+
+def test_state_booted_passes_through_the_platform_digest(fake):
+    fake["results"] = [status(dep("c1", AMD, booted=True)), RESOLVED_INDEX]
+    with pytest.raises(ExitJson) as caught:
+        run({"image": IMAGE + "@" + INDEX_DIGEST, "state": "booted"})
+    assert outcome(caught)["changed"] is False
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, INDEX_RAW_ARGV]
+
+
+def test_index_without_the_host_architecture_fails_before_the_rebase(fake, monkeypatch):
+    machine(monkeypatch, "s390x")
+    fake["results"] = [status(BOOTED_OLD), RESOLVED_INDEX]
+    with pytest.raises(FailJson) as caught:
+        run({"image": IMAGE + "@" + INDEX_DIGEST})
+    assert outcome(caught)["msg"] == ("Failed to resolve image '%s@%s': its index has no linux entry for architecture "
+                                      "s390x (entries: amd64, arm64)." % (IMAGE, INDEX_DIGEST))
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, INDEX_RAW_ARGV]
+
+
+def test_tag_of_an_index_is_resolved_once(fake):
+    fake["results"] = [RESOLVED_INDEX, status(dep("c1", AMD, booted=True))]
+    with pytest.raises(ExitJson) as caught:
+        run({"image": IMAGE + ":stable", "allow_tag": True, "skopeo_executable": "/opt/skopeo"})
+    result = outcome(caught)
+    assert [c[0] for c in fake["calls"]] == [["/opt/skopeo", "inspect", "--raw", "--", "docker://%s:stable" % IMAGE],
+                                             STATUS_ARGV]
+    assert (result["changed"], result["digest"]) == (False, INDEX_DIGEST)
+
+
+def test_ostree_origin_needs_no_resolution(fake):
+    """A host on a plain ostree origin reports no digest: the target cannot be there already."""
+    plain = {"id": "os-c0.0", "osname": "os", "checksum": "c0", "serial": 0, "booted": True, "staged": False,
+             "origin": "fedora:fedora/x86_64/coreos/stable"}
+    fake["results"] = [status(plain), (0, "", ""), status(STAGED_NEW, plain)]
+    with pytest.raises(ExitJson) as caught:
+        run({"image": IMAGE + "@" + NEW})
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, rebase_argv(ref(NEW)), STATUS_ARGV]
+    assert outcome(caught)["changed"] is True
+
+
+def test_transient_registry_failure_is_retried(fake):
+    refused = b'level=fatal msg="dial tcp 198.51.100.1:5000: connect: connection refused"'
+    fake["results"] = [status(BOOTED_OLD), (1, b"", refused), RESOLVED, (0, "", ""), status(STAGED_NEW, BOOTED_OLD)]
+    with pytest.raises(ExitJson) as caught:
+        run({"image": IMAGE + "@" + NEW, "retry_delay": 4})
+    assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV, RAW_ARGV, rebase_argv(ref(NEW)), STATUS_ARGV]
+    assert fake["sleeps"] == [4]
+    assert outcome(caught)["changed"] is True

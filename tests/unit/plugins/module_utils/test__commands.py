@@ -1,0 +1,99 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one command runner: argv, environment, bytes, rc -> exception, one-sentence messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    default_cause,
+    first_line,
+    run_command,
+    strip_decoration,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+
+ARGV = ["/usr/bin/tool", "sub", "--", "$HOME ~x"]
+
+
+class FakeModule:
+    def __init__(self, result):
+        self.result = result
+        self.calls = []
+
+    def run_command(self, argv, **kwargs):
+        self.calls.append((argv, kwargs))
+        return self.result
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({}, {}),
+    ({"binary": True}, {"encoding": None}),
+    ({"data": "secret"}, {"data": "secret", "binary_data": True}),
+])
+def test_run_command_kwargs(kwargs, expected):
+    module = FakeModule((0, "out", "err"))
+    assert run_command(module, tuple(ARGV), "run the tool", **kwargs) == (0, "out", "err")
+    ((argv, run_kwargs),) = module.calls
+    assert argv == ARGV
+    assert run_kwargs == dict({"environ_update": {"LC_ALL": "C"}, "expand_user_and_vars": False}, **expected)
+
+
+def test_binary_stdout_stays_bytes_and_stderr_becomes_text():
+    module = FakeModule((0, b"\x00\xff", b"warn\xff"))
+    assert run_command(module, ARGV, "run the tool", binary=True) == (0, b"\x00\xff", "warn\ufffd")
+
+
+@pytest.mark.parametrize(("result", "ok_rcs", "msg"), [
+    ((1, "", "error: Something broke.\nmore\n"), (0,), "Failed to run the tool: Something broke."),
+    ((2, "printed on stdout\n", ""), (0,), "Failed to run the tool: printed on stdout."),
+    ((3, "", ""), (0, 77), "Failed to run the tool: exit status 3."),
+    ((1, "", 'time="2026-01-01T00:00:00Z" level=fatal msg="reading manifest: \\"x\\" unknown"\n'), (0,),
+     'Failed to run the tool: reading manifest: "x" unknown.'),
+])
+def test_failure_raises_one_sentence_with_details(result, ok_rcs, msg):
+    module = FakeModule(result)
+    with pytest.raises(CommandError) as raised:
+        run_command(module, ARGV, "run the tool", ok_rcs=ok_rcs)
+    assert raised.value.msg == msg
+    assert raised.value.details == {"cmd": ARGV, "rc": result[0], "stdout": result[1], "stderr": result[2]}
+
+
+def test_ok_rcs_are_returned():
+    assert run_command(FakeModule((77, "No change.", "")), ARGV, "x", ok_rcs=(0, 77))[0] == 77
+
+
+def test_error_class_and_describe():
+    module = FakeModule((1, b"\x01", b"boom"))
+    with pytest.raises(ImageError) as raised:
+        run_command(module, ARGV, "pull image 'x'", binary=True, error=ImageError,
+                    describe=lambda out, err, rc: "cause from %s and %d" % (err, rc))
+    assert raised.value.msg == "Failed to pull image 'x': cause from boom and 1."
+    assert raised.value.details["stdout"] == "\x01"
+
+
+@pytest.mark.parametrize(("line", "stripped"), [
+    ("  error: Transaction in progress  ", "Transaction in progress"),
+    ('level=error msg="bare logrus"', "bare logrus"),
+    ('error: Pulling: time="t" level=fatal msg="inner \\"q\\""', 'Pulling: inner "q"'),
+    ("plain", "plain"),
+])
+def test_strip_decoration(line, stripped):
+    assert strip_decoration(line) == stripped
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("\n\n  second\nthird", "second"),
+    (b"error: bytes too\n", "bytes too"),
+    (None, ""),
+])
+def test_first_line(text, line):
+    assert first_line(text) == line
+
+
+def test_default_cause_order():
+    assert default_cause("out", "err", 1) == "err"
+    assert default_cause("out", "", 1) == "out"
+    assert default_cause("", "", 4) == "exit status 4"
