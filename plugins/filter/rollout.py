@@ -312,8 +312,9 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         if stage:
             row.update(stage_start=_num(stage.get("stage_start")), staged_at=_num(stage.get("staged_at")),
                        stage_changed=bool(stage.get("changed")), fetched_blobs=int(stage.get("fetched_blobs") or 0))
-        if action in ("skipped", "unchanged", "error"):
-            row["status"] = {"skipped": "skipped", "unchanged": "unchanged", "error": "failed"}[action]
+        if action in ("skipped", "unchanged", "pin", "error"):
+            # A pinned host was already booted on the image's commit: its origin was rewritten, no reboot.
+            row["status"] = {"skipped": "skipped", "unchanged": "unchanged", "pin": "unchanged", "error": "failed"}[action]
         elif stage and stage.get("status") != "staged":
             row["status"] = "stage_failed"
             row["reason"] = "stage failed, never rebooted: %s" % stage.get("error")

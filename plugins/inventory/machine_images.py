@@ -105,12 +105,12 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 from ansible.plugins.loader import cache_loader
 from ansible.utils.vars import combine_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources
-from ansible_collections.fleetos.layering.plugins.filter.machine_image import parse_manifests
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import (
     MachineImageSet,
     group_name,
 )
+from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import parse_manifests
 
 
 def load_manifest_dir(directory):

@@ -1,0 +1,320 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private plugin_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""The host plan of a rollout: what one host must do to reach its OS image, and why.
+
+One pure function, :func:`host_plan`, decides for every playbook (plan, rollout,
+rollback's report, adopt): which image a host gets (its MachineImage or pool default,
+else the playbook's fallback image), which digest a tag means (from the manifest-only
+resolution ``fleetos.layering.os_image_pull state=resolved`` made once per image), which
+transport stages it (exactly as asked: never weakened), and the action:
+
+``skipped``
+    no image, or the pool or the MachineImage is paused;
+``unchanged``
+    the booted deployment already has the target's content under the same transport,
+    nothing else staged. Content is compared by digest: the deployment's pinned digest
+    is the target digest (an OCI index digest for a multi-arch tag), or the per-platform
+    manifest digest the host reports is the index's entry for the host's architecture;
+``activate``
+    the staged deployment is the target: only the reboot is missing;
+``pin``
+    the booted commit is the target image's ostree commit (known from an inspection of
+    the image's configuration) but the origin names something else: the origin is
+    rewritten in place, no pull, no reboot (as adoption does);
+``stage``
+    anything else: a rebase is staged;
+``error``
+    the image could not be resolved or is invalid; the reason says why.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import image_commit
+
+ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "error")
+DEFAULT_POOL = "default"
+FALLBACK_VARIABLE = "fleetos_rollout_image"
+
+# Keys of the origin file that name what a deployment tracks; pinning replaces them.
+CONTAINER_KEY = "origin.container-image-reference"
+REFSPEC_KEY = "origin.refspec"
+CUSTOM_URL_KEY = "origin.custom-url"
+CUSTOM_DESCRIPTION_KEY = "origin.custom-description"
+
+
+def check_image(text, field=FALLBACK_VARIABLE):
+    """Parse a plain image reference (no rpm-ostree transport) -> ImageRef, or raise naming ``field``."""
+    try:
+        ref = _image_ref.parse(text)
+    except InvalidInputError as exc:
+        raise InvalidInputError("%s is invalid: %s" % (field, exc.msg), field=field) from None
+    if ref.transport is not None:
+        raise InvalidInputError(
+            "%s '%s' names an rpm-ostree transport: give a plain registry/repository[:tag|@sha256:...] "
+            "and the transport separately" % (field, text), field=field)
+    return ref
+
+
+def _results_by_item(results):
+    """``{image text: module result}`` from a registered loop's ``results`` (or such a mapping)."""
+    if results is None:
+        return {}
+    if isinstance(results, dict):
+        if "results" in results and isinstance(results["results"], list):
+            results = results["results"]
+        else:
+            return results
+    found = {}
+    for result in results:
+        if isinstance(result, dict) and isinstance(result.get("item"), str):
+            found[result["item"]] = result
+    return found
+
+
+def _failure(result):
+    msg = result.get("msg") if isinstance(result, dict) else None
+    return " ".join(str(msg or "no result").split())
+
+
+def _transport_of(deployment):
+    """The Transport a deployment's origin uses, or None (an ostree origin, an unknown transport)."""
+    image = (deployment or {}).get("image")
+    if not isinstance(image, dict) or not image.get("reference"):
+        return None
+    try:
+        return _image_ref.parse(image["reference"]).transport
+    except InvalidInputError:
+        return None
+
+
+def _same_transport(one, other):
+    return one is not None and other is not None and (one.kind, one.remote) == (other.kind, other.remote)
+
+
+def _has_content(deployment, digest, platform_digest):
+    """True when the deployment's image is the target content, by digest."""
+    image = (deployment or {}).get("image")
+    if not isinstance(image, dict):
+        return False
+    found = {image.get("digest"), image.get("manifest_digest")} - {None}
+    return bool(found & ({digest, platform_digest} - {None}))
+
+
+def _pick_platform(resolution, architecture, image):
+    """The per-platform digest of a resolved image for ``architecture`` (None when unknown)."""
+    manifests = resolution.get("manifests") or {}
+    if not resolution.get("index"):
+        return resolution.get("digest")
+    if architecture is None:
+        return None
+    if architecture not in manifests:
+        raise InvalidInputError(
+            "image %s is a multi-arch index without an entry for the host's architecture %s (it has %s)"
+            % (image, architecture, ", ".join(sorted(manifests)) or "none"))
+    return manifests[architecture]
+
+
+def _short(value):
+    return (value or "none").split(":", 1)[-1][:12]
+
+
+def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
+              resolutions=None, status=None, inspections=None, labels=None, error=None,
+              fallback_variable=FALLBACK_VARIABLE):
+    """Decide what ``host`` must do; -> the plan record (see plugins/filter/rollout_plan.yml).
+
+    ``assignment`` is the ``machine_image_result`` of the host (role
+    fleetos.layering.machine_image), or None. ``resolutions`` and ``inspections`` are
+    registered loop results of fleetos.layering.os_image_pull (``state=resolved`` over
+    the wanted images; ``state=inspected`` over pinned per-platform images), or
+    mappings of image text to such results; without ``resolutions`` the plan only
+    names the image it wants (``wanted``) and decides nothing. ``status`` is the host's
+    fleetos.layering.rpm_ostree_info result, or None when the host was not read.
+    ``error`` records a host whose planning failed before (its message is the reason).
+    """
+    assignment = assignment if isinstance(assignment, dict) else {}
+    pool = pool or DEFAULT_POOL
+    plan = {
+        "host": host, "pool": pool, "labels": labels if isinstance(labels, dict) else {},
+        "source": assignment.get("source") or "pool", "name": assignment.get("name"),
+        "defined_in": assignment.get("defined_in"), "pull_secret": assignment.get("pull_secret"),
+        "paused": bool(assignment.get("paused")) or bool(pool_paused), "wanted": None, "image": None,
+        "digest": None, "platform_digest": None, "index": False, "architecture": None, "transport": None,
+        "transport_kind": None, "ostree_remote": None, "reference": None,
+        "old_digest": None, "booted_digest": None, "booted_image": None, "booted_checksum": None,
+        "staged_digest": None, "staged_image": None, "staged_checksum": None, "commit": None,
+        "status_read": isinstance(status, dict), "up_to_date": None, "action": None, "reason": None,
+        "origin_set": {}, "origin_remove": [],
+    }
+    if error is not None:
+        plan.update(source="error", action="error", paused=False,
+                    reason=" ".join(str(error or "planning failed").split()))
+        return plan
+    if isinstance(status, dict):
+        booted, staged = status.get("booted"), status.get("staged")
+        plan["architecture"] = status.get("architecture")
+        for key, deployment in (("booted", booted), ("staged", staged)):
+            image = (deployment or {}).get("image") or {}
+            plan["%s_image" % key] = image.get("reference") or (deployment or {}).get("origin")
+            plan["%s_checksum" % key] = (deployment or {}).get("checksum")
+            plan["%s_digest" % key] = image.get("digest")
+        plan["old_digest"] = plan["booted_digest"]
+    else:
+        booted = staged = status = None
+
+    wanted = assignment.get("image")
+    reason = assignment.get("reason") or ""
+    transport_text = assignment.get("transport")
+    if not wanted and fallback_image and not assignment.get("paused"):
+        wanted, transport_text = fallback_image, fallback_transport
+        plan["source"] = fallback_variable
+        reason = "%s %s" % (fallback_variable, fallback_image)
+    plan["wanted"] = wanted
+    if pool_paused or assignment.get("paused"):
+        plan["action"] = "skipped"
+        plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
+                          else "MachineImage is paused: %s" % reason)
+        return plan
+    if not wanted:
+        plan["action"] = "skipped"
+        plan["reason"] = reason or "no image assigned: no MachineImage, pool default or %s" % fallback_variable
+        return plan
+    try:
+        return _decide(plan, wanted, transport_text, reason, resolutions, _results_by_item(inspections),
+                       booted, staged, status)
+    except InvalidInputError as exc:
+        plan["action"] = "error"
+        plan["reason"] = exc.msg
+        return plan
+
+
+def _decide(plan, wanted, transport_text, reason, resolutions, inspections, booted, staged, status):
+    field = "spec.image of MachineImage '%s'" % plan["name"] if plan["name"] else (
+        "fleetos_pool_image" if plan["source"] == "pool" else plan["source"])
+    ref = check_image(wanted, field)
+    transport = _image_ref.parse_transport(transport_text, field="transport")
+    plan.update(transport=transport.text, transport_kind=transport.kind, ostree_remote=transport.remote)
+    digest = ref.digest
+    if resolutions is None:
+        plan["reason"] = reason
+        if digest is not None:
+            pinned = ref.with_digest(digest)
+            plan.update(image=pinned.image, digest=digest, reference=_image_ref.reference(pinned.image, transport.text))
+        return plan
+    resolution = _results_by_item(resolutions).get(wanted)
+    if resolution is not None and (resolution.get("failed") or not resolution.get("digest")):
+        raise InvalidInputError("resolving %s failed: %s" % (wanted, _failure(resolution)))
+    if resolution is not None:
+        digest = resolution["digest"]
+        if ref.digest is not None and ref.digest != digest:
+            raise InvalidInputError("image %s resolved to %s, not to the digest it names" % (wanted, digest))
+        plan["index"] = bool(resolution.get("index"))
+    if digest is None:
+        raise InvalidInputError("the tag %s was not resolved to a digest: the plan resolves tags once, "
+                                "with fleetos.layering.os_image_pull state=resolved" % wanted)
+    pinned = ref.with_digest(digest)
+    plan.update(image=pinned.image, digest=digest,
+                reference=_image_ref.reference(pinned.image, transport.text))
+    platform = _pick_platform(resolution, plan["architecture"], wanted) if resolution else digest
+    plan["platform_digest"] = platform
+    if status is None:
+        plan["reason"] = reason
+        return plan
+
+    on_booted = _has_content(booted, digest, platform) and _same_transport(_transport_of(booted), transport)
+    on_staged = _has_content(staged, digest, platform) and _same_transport(_transport_of(staged), transport)
+    inspection = inspections.get(_platform_image(pinned, platform))
+    if inspection is not None and not inspection.get("failed"):
+        plan["commit"] = image_commit(inspection.get("labels") or {})
+    via = "" if plan["source"] == FALLBACK_VARIABLE else " (%s)" % reason
+    if on_booted and staged is None:
+        plan.update(action="unchanged", up_to_date=True,
+                    reason="booted on %s%s" % (_short(platform or digest), via) if platform and platform != digest
+                    else "booted on %s%s" % (_short(digest), via))
+    elif on_staged:
+        plan.update(action="activate", up_to_date=False,
+                    reason="staged on %s, not booted yet%s" % (_short(digest), via))
+    elif (plan["commit"] is not None and booted is not None and staged is None
+          and booted.get("checksum") == plan["commit"]):
+        plan.update(action="pin", up_to_date=True,
+                    origin_set={CONTAINER_KEY: plan["reference"]},
+                    origin_remove=[REFSPEC_KEY, CUSTOM_URL_KEY, CUSTOM_DESCRIPTION_KEY],
+                    reason="the booted commit %s is the image's commit: the origin %s becomes %s, no pull, no reboot"
+                    % (_short(plan["commit"]), plan["booted_image"], plan["reference"]))
+    else:
+        plan.update(action="stage", up_to_date=False, reason=_stage_reason(booted, staged, digest, transport, via))
+    return plan
+
+
+def _stage_reason(booted, staged, digest, transport, via):
+    booted_transport = _transport_of(booted)
+    if booted is not None and booted_transport is not None and not _same_transport(booted_transport, transport):
+        return "booted under %s, the target asks %s%s" % (booted_transport.text, transport.text, via)
+    if staged is not None:
+        return "a staged deployment (%s) is not %s%s" % (
+            _short(((staged.get("image") or {}).get("digest")) or staged.get("checksum")), _short(digest), via)
+    return "booted on %s, the target is %s%s" % (
+        _short(((booted or {}).get("image") or {}).get("digest") or (booted or {}).get("checksum")), _short(digest), via)
+
+
+def _platform_image(pinned, platform):
+    """The image to inspect for the host's platform: ``name@<per-platform digest>``."""
+    return "%s@%s" % (pinned.name, platform or pinned.digest)
+
+
+def images_to_resolve(wanted):
+    """The distinct images of ``wanted`` (a list of image texts or None), sorted; invalid ones included."""
+    return sorted({w for w in (wanted or []) if isinstance(w, str) and w})
+
+
+def images_to_inspect(plans):
+    """Pinned per-platform images worth an inspection: hosts to stage whose booted commit might match."""
+    found = set()
+    for plan in plans or []:
+        if isinstance(plan, dict) and plan.get("action") == "stage" and plan.get("booted_checksum") \
+                and plan.get("staged_image") is None and plan.get("image"):
+            ref = _image_ref.parse(plan["image"])
+            found.add(_platform_image(ref, plan.get("platform_digest")))
+    return sorted(found)
+
+
+def _image_digest(deployment):
+    image = (deployment or {}).get("image")
+    return image.get("digest") if isinstance(image, dict) else None
+
+
+def rollback_host_plan(status, host, pool=None, rollback_from=None):
+    """What rolling ``host`` back takes: ``activate`` (boot the previous deployment) or ``unchanged``.
+
+    ``status`` is the host's fleetos.layering.rpm_ostree_info result after any staged
+    deployment was cancelled. ``rollback_from``: only a host booted on this digest is
+    rolled back, so that a rerun changes nothing.
+    """
+    if not isinstance(status, dict):
+        raise InvalidInputError("rollback_plan needs the host's rpm_ostree_info result, a mapping")
+    if rollback_from is not None and not _image_ref.is_digest(rollback_from):
+        raise InvalidInputError("fleetos_rollback_from %r is not a digest: expected %s"
+                                % (rollback_from, _image_ref.DIGEST_FORM), field="fleetos_rollback_from")
+    booted, previous_deployment = status.get("booted"), status.get("rollback")
+    booted_digest, previous = _image_digest(booted), _image_digest(previous_deployment)
+    wanted = previous is not None and previous != booted_digest and (
+        rollback_from is None or booted_digest == rollback_from)
+    if wanted:
+        reason = "back to the previous deployment %s" % previous
+    elif previous is None or previous == booted_digest:
+        reason = "no previous deployment of another image"
+    else:
+        reason = "not booted on %s" % rollback_from
+    return {
+        "host": host, "pool": pool or DEFAULT_POOL, "action": "activate" if wanted else "unchanged",
+        "image": previous_deployment["image"].get("reference") if wanted else None,
+        "digest": previous if wanted else booted_digest, "transport": None, "old_digest": booted_digest,
+        "booted_digest": booted_digest, "staged_digest": None, "staged_checksum": None, "reason": reason,
+    }

@@ -1,0 +1,158 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The host planner: one table of host states and targets, one expected action each."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan, images_to_inspect
+
+REG = "198.51.100.1:5000/fleetos/os"
+INDEX = "sha256:" + "1" * 64
+AMD64 = "sha256:" + "a" * 64
+ARM64 = "sha256:" + "b" * 64
+OTHER = "sha256:" + "c" * 64
+COMMIT = "d" * 64
+OLD_COMMIT = "e" * 64
+
+RESOLVED_INDEX = {"results": [{"item": REG + ":stable", "digest": INDEX, "index": True, "image": REG + "@" + INDEX,
+                               "manifests": {"amd64": AMD64, "arm64": ARM64}}]}
+RESOLVED_PLAIN = {"results": [{"item": REG + "@" + AMD64, "digest": AMD64, "index": False,
+                               "image": REG + "@" + AMD64, "manifests": {}}]}
+
+
+def deployment(reference=None, digest=None, manifest_digest=None, checksum=OLD_COMMIT, origin=None):
+    image = None
+    if reference is not None:
+        image = {"reference": reference, "digest": digest, "manifest_digest": manifest_digest}
+    return {"checksum": checksum, "image": image, "origin": origin}
+
+
+def status(booted, staged=None, architecture="amd64"):
+    return {"booted": booted, "staged": staged, "architecture": architecture}
+
+
+def assigned(image, transport=None, paused=False):
+    return {"source": "nodeName", "name": "mi", "image": image, "transport": transport, "paused": paused,
+            "reason": "MachineImage 'mi' names node01", "defined_in": "machine_images/mi.yaml document 1"}
+
+
+FOLLOWING_TAG = deployment("ostree-unverified-registry:%s:stable" % REG, AMD64, AMD64)
+PINNED_INDEX = deployment("ostree-unverified-registry:%s@%s" % (REG, INDEX), INDEX, AMD64)
+ON_OTHER = deployment("ostree-unverified-registry:%s@%s" % (REG, OTHER), OTHER, OTHER)
+
+CASES = [
+    # id, assignment, resolutions, status, expected action, expected reason fragment
+    ("tag-following host on the multi-arch target", assigned(REG + ":stable"), RESOLVED_INDEX,
+     status(FOLLOWING_TAG), "unchanged", "booted on aaaaaaaaaaaa"),
+    ("host pinned to the index digest", assigned(REG + ":stable"), RESOLVED_INDEX,
+     status(PINNED_INDEX), "unchanged", "booted on"),
+    ("arm64 host following the tag on amd64 content", assigned(REG + ":stable"), RESOLVED_INDEX,
+     status(FOLLOWING_TAG, architecture="arm64"), "stage", "the target is 111111111111"),
+    ("host on other content", assigned(REG + ":stable"), RESOLVED_INDEX, status(ON_OTHER), "stage",
+     "booted on cccccccccccc, the target is 111111111111"),
+    ("staged target", assigned(REG + ":stable"), RESOLVED_INDEX,
+     status(ON_OTHER, deployment("ostree-unverified-registry:%s@%s" % (REG, INDEX), INDEX, AMD64)),
+     "activate", "staged on 111111111111"),
+    ("other deployment staged over the target", assigned(REG + "@" + AMD64), RESOLVED_PLAIN,
+     status(deployment("ostree-unverified-registry:%s@%s" % (REG, AMD64), AMD64, AMD64), ON_OTHER),
+     "stage", "a staged deployment (cccccccccccc) is not aaaaaaaaaaaa"),
+    ("same content, weaker transport booted", assigned(REG + "@" + AMD64, "ostree-remote-image:fleet"),
+     RESOLVED_PLAIN, status(deployment("ostree-unverified-registry:%s@%s" % (REG, AMD64), AMD64, AMD64)),
+     "stage", "booted under ostree-unverified-registry, the target asks ostree-remote-image:fleet"),
+    ("same content, same remote transport", assigned(REG + "@" + AMD64, "ostree-remote-image:fleet"),
+     RESOLVED_PLAIN, status(deployment("ostree-remote-image:fleet:docker://%s@%s" % (REG, AMD64), AMD64, AMD64)),
+     "unchanged", "booted on aaaaaaaaaaaa"),
+    ("paused MachineImage", assigned(REG + "@" + AMD64, paused=True), RESOLVED_PLAIN, status(ON_OTHER),
+     "skipped", "MachineImage is paused"),
+    ("resolution failed", assigned(REG + ":stable"),
+     {"results": [{"item": REG + ":stable", "failed": True, "msg": "Failed to resolve image: unauthorized"}]},
+     status(ON_OTHER), "error", "resolving %s:stable failed: Failed to resolve image: unauthorized" % REG),
+    ("tag never resolved", assigned(REG + ":stable"), {"results": []}, status(ON_OTHER), "error",
+     "was not resolved to a digest"),
+    ("index without the host's architecture", assigned(REG + ":stable"), RESOLVED_INDEX,
+     status(ON_OTHER, architecture="s390x"), "error", "without an entry for the host's architecture s390x"),
+    ("invalid MachineImage reference", assigned("198.51.100.1:5000//os@" + AMD64), RESOLVED_PLAIN,
+     status(ON_OTHER), "error", "spec.image of MachineImage 'mi' is invalid"),
+]
+
+
+@pytest.mark.parametrize("assignment, resolutions, host_status, action, reason",
+                         [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_host_plan_action(assignment, resolutions, host_status, action, reason):
+    plan = host_plan(assignment, "node01", pool="workers", resolutions=resolutions, status=host_status)
+    assert (plan["action"], plan["host"], plan["pool"]) == (action, "node01", "workers")
+    assert reason in plan["reason"]
+
+
+def test_a_remote_transport_stays_exactly_as_asked():
+    plan = host_plan(assigned(REG + "@" + AMD64, "ostree-remote-image:fleet"), "node01",
+                     resolutions=RESOLVED_PLAIN, status=status(ON_OTHER))
+    assert (plan["transport"], plan["transport_kind"], plan["ostree_remote"]) == (
+        "ostree-remote-image:fleet", "remote", "fleet")
+    assert plan["reference"] == "ostree-remote-image:fleet:docker://%s@%s" % (REG, AMD64)
+
+
+def test_a_signed_transport_stays_exactly_as_asked():
+    plan = host_plan(assigned(REG + "@" + AMD64, "ostree-image-signed"), "node01",
+                     resolutions=RESOLVED_PLAIN, status=status(ON_OTHER))
+    assert (plan["transport"], plan["transport_kind"], plan["ostree_remote"]) == ("ostree-image-signed", "signed", None)
+    assert plan["reference"] == "ostree-image-signed:docker://%s@%s" % (REG, AMD64)
+
+
+def test_a_tag_is_pinned_to_the_index_digest_and_the_platform_entry_is_kept():
+    plan = host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX, status=status(ON_OTHER))
+    assert (plan["image"], plan["digest"], plan["platform_digest"], plan["index"]) == (
+        REG + "@" + INDEX, INDEX, AMD64, True)
+    assert plan["old_digest"] == OTHER
+
+
+def test_the_fallback_image_applies_without_an_assignment_and_is_named_in_errors():
+    plan = host_plan({"source": "pool", "image": None, "reason": "no MachineImage"}, "node02",
+                     fallback_image=REG + "@" + AMD64, resolutions=RESOLVED_PLAIN, status=status(ON_OTHER))
+    assert (plan["source"], plan["action"], plan["transport"]) == (
+        "fleetos_rollout_image", "stage", "ostree-unverified-registry")
+    bad = host_plan(None, "node02", fallback_image="docker.io/UPPER/x:1", resolutions={}, status=status(ON_OTHER))
+    assert bad["action"] == "error"
+    assert bad["reason"].startswith("fleetos_rollout_image is invalid: image reference 'docker.io/UPPER/x:1'")
+
+
+def test_no_image_and_a_paused_pool_are_skipped():
+    assert host_plan({"source": "pool", "image": None, "reason": "nothing selects node03"}, "node03",
+                     resolutions={}, status=None)["reason"] == "nothing selects node03"
+    plan = host_plan(assigned(REG + "@" + AMD64), "node03", pool="db", pool_paused=True, resolutions={})
+    assert (plan["action"], plan["reason"]) == ("skipped", "pool db is paused (fleetos_pool_paused)")
+
+
+def test_without_resolutions_nothing_is_decided():
+    plan = host_plan(assigned(REG + ":stable", "ostree-image-signed"), "node01")
+    assert (plan["action"], plan["wanted"], plan["digest"], plan["status_read"]) == (
+        None, REG + ":stable", None, False)
+
+
+def test_a_commit_match_pins_the_origin_without_a_reboot():
+    disk = deployment(None, checksum=COMMIT, origin="fedora:fedora/x86_64/coreos/stable")
+    inspected = {REG + "@" + AMD64: {"labels": {"ostree.commit": COMMIT, "ostree.bootable": "true"}}}
+    plan = host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX, status=status(disk),
+                     inspections=inspected)
+    assert (plan["action"], plan["commit"]) == ("pin", COMMIT)
+    assert plan["origin_set"] == {"origin.container-image-reference": "ostree-unverified-registry:%s@%s" % (REG, INDEX)}
+    assert "origin.refspec" in plan["origin_remove"]
+    other = host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX,
+                      status=status(deployment(None, checksum=OLD_COMMIT, origin="x")), inspections=inspected)
+    assert other["action"] == "stage"
+
+
+def test_only_hosts_to_stage_with_a_booted_deployment_are_inspected():
+    stage = host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX, status=status(ON_OTHER))
+    same = host_plan(assigned(REG + ":stable"), "node02", resolutions=RESOLVED_INDEX, status=status(FOLLOWING_TAG))
+    assert images_to_inspect([stage, same, None]) == [REG + "@" + AMD64]
+
+
+def test_an_earlier_failure_is_recorded_as_an_error():
+    plan = host_plan(None, "node04", pool="db", error="host node04 matches 2 MachineImages\n at the selector level")
+    assert (plan["source"], plan["action"], plan["reason"]) == (
+        "error", "error", "host node04 matches 2 MachineImages at the selector level")
