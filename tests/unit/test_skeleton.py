@@ -162,3 +162,101 @@ def test_role_argument_specs_match_defaults(role):
     assert not internal, f"{role.name}: internal variables in the spec: {sorted(internal)}"
     for key in option_keys:
         assert key.startswith(f"{role.name}_"), f"{role.name}: option {key} lacks the role prefix"
+
+
+# The lowest ansible-core a requires_ansible clause admits: ">=2.19.0", "==2.19.1", "~=2.19.0".
+LOWER_BOUND_RE = re.compile(r"^\s*(?:>=|==|~=)\s*(\d+)\.(\d+)\.\d+\s*$")
+
+
+def _requires_ansible_minimum(spec: str) -> tuple[int, int]:
+    """(major, minor) of the lower bound of a requires_ansible spec; ValueError when it has none."""
+    bounds = [match.groups() for match in map(LOWER_BOUND_RE.match, spec.split(",")) if match]
+    if not bounds:
+        raise ValueError(f"requires_ansible {spec!r} has no lower bound (>=, == or ~=)")
+    return max((int(major), int(minor)) for major, minor in bounds)
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    """(major, minor) of a "2.19" or "2.19.0" text; ValueError otherwise."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", version)
+    if not match:
+        raise ValueError(f"{version!r} is not a major.minor version")
+    return int(match.group(1)), int(match.group(2))
+
+
+@pytest.mark.parametrize(
+    ("spec", "minimum"),
+    [
+        (">=2.19.0", (2, 19)),
+        (">=2.16.0,<2.21.0", (2, 16)),
+        ("<2.21.0, >=2.17.3", (2, 17)),
+        ("==2.19.1", (2, 19)),
+        ("<2.21.0", None),
+    ],
+)
+def test_requires_ansible_minimum(spec, minimum):
+    if minimum is None:
+        with pytest.raises(ValueError):
+            _requires_ansible_minimum(spec)
+    else:
+        assert _requires_ansible_minimum(spec) == minimum
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("2.19", (2, 19)), ("2.19.0", (2, 19)), ("2.1", (2, 1)), ("2", None), ("2.19-rc1", None)],
+)
+def test_major_minor(version, expected):
+    if expected is None:
+        with pytest.raises(ValueError):
+            _major_minor(version)
+    else:
+        assert _major_minor(version) == expected
+
+
+@pytest.mark.parametrize(
+    "role",
+    _roles() or [pytest.param(None, marks=pytest.mark.skip(reason="no roles under roles/ yet"))],
+    ids=lambda role: role.name if role else "none",
+)
+def test_role_min_ansible_version_matches_runtime(role):
+    minimum = _requires_ansible_minimum(load_yaml(REPO_ROOT / "meta" / "runtime.yml")["requires_ansible"])
+    meta_file = role / "meta" / "main.yml"
+    assert meta_file.is_file(), f"{role.name}: meta/main.yml missing"
+    version = (load_yaml(meta_file).get("galaxy_info") or {}).get("min_ansible_version")
+    # A YAML number would turn "2.10" into 2.1: the version must be quoted.
+    assert isinstance(version, str), f"{role.name}: min_ansible_version {version!r} is not a quoted string"
+    assert _major_minor(version) == minimum, (
+        f"{role.name}: min_ansible_version {version} differs from meta/runtime.yml's minimum "
+        f"{minimum[0]}.{minimum[1]}"
+    )
+
+
+def _options_not_mentioned(text: str, options) -> list[str]:
+    """The options that ``text`` does not name as a whole word."""
+    return sorted(option for option in options if not re.search(rf"(?<![\w]){re.escape(option)}(?![\w])", text))
+
+
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [
+        ("| `role_a` | 1 |\n| `role_b` | 2 |", []),
+        ("| `role_a` | 1 |", ["role_b"]),
+        ("| `role_a_long` | 1 |\n| `role_bb` |", ["role_a", "role_b"]),
+        ("", ["role_a", "role_b"]),
+    ],
+)
+def test_options_not_mentioned(text, missing):
+    assert _options_not_mentioned(text, {"role_a", "role_b"}) == missing
+
+
+@pytest.mark.parametrize(
+    "role",
+    _roles() or [pytest.param(None, marks=pytest.mark.skip(reason="no roles under roles/ yet"))],
+    ids=lambda role: role.name if role else "none",
+)
+def test_role_readme_documents_every_option(role):
+    readme = role / "README.md"
+    assert readme.is_file(), f"{role.name}: README.md missing"
+    missing = _options_not_mentioned(readme.read_text(encoding="utf-8"), _spec_option_keys(role))
+    assert not missing, f"{role.name}: README.md does not mention the options {missing}"
