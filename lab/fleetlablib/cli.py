@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import fleetlock, images, inventory, net, nodes, registry
+from . import fleetlock, images, inventory, net, nodes, registry, signing
 from .common import (
     BASE_IMAGE,
     MAX_NODES,
@@ -70,6 +70,8 @@ def cmd_up(args):
         net.ensure_lab_network()
         address = registry.ensure(args.registry_port)
         fleetlock.start()
+        signing.ensure_keys()
+        signing.start()
         lab["registry"] = address
         lab["registry_port"] = registry.config()["port"]
         if args.boot_delay is not None:
@@ -170,6 +172,7 @@ def cmd_down(args):
             nodes.stop(name)
         registry.stop()
         fleetlock.stop()
+        signing.stop()
         for ns in net.lab_netns_names():
             net.delete_netns(ns)
         for name in sorted(names):
@@ -229,10 +232,15 @@ def cmd_exec(args):
 
 def cmd_image_build(args):
     _require_root()
+    sign = (args.sign_key or "lab") if (args.sign or args.sign_key) else None
+    if args.sign_key and args.sign_key not in signing.KEYS:
+        raise LabError("unknown --sign-key %r: choose one of %s" % (args.sign_key, ", ".join(sorted(signing.KEYS))))
     with StateLock("images.lock"):
         record = images.build(args.name, base=args.base, add_files=args.add_file or [],
                               size_mb=args.size_mb, labels=args.label or [], version=args.version,
-                              legacy_oscontainer=args.legacy_oscontainer)
+                              legacy_oscontainer=args.legacy_oscontainer,
+                              sign=sign,
+                              multi_arch=args.multi_arch)
     if args.json:
         print(json.dumps(record, indent=2, sort_keys=True))
     else:
@@ -242,8 +250,16 @@ def cmd_image_build(args):
 
 def cmd_image_list(args):
     records = images.built()
+    if args.json:
+        print(json.dumps(records, indent=2, sort_keys=True))
+        return 0
     for key, rec in sorted(records.items()):
-        print("%s  %s  %s  commit %s" % (key, rec["digest"], rec["version"], rec["commit"][:12]))
+        extra = ""
+        if rec.get("signed_by"):
+            extra += "  signed-by %s" % rec["signed_by"]
+        if rec.get("manifests"):
+            extra += "  " + " ".join("%s=%s" % kv for kv in sorted(rec["manifests"].items()))
+        print("%s  %s  %s  commit %s%s" % (key, rec["digest"], rec["version"], rec["commit"][:12], extra))
     return 0
 
 
@@ -370,9 +386,17 @@ def build_parser():
     build.add_argument("--version", default=None, help="the version label (default: the tag)")
     build.add_argument("--legacy-oscontainer", action="store_true",
                        help="build an old-style oscontainer (ostree repo at /srv/repo) instead")
+    build.add_argument("--sign", action="store_true",
+                       help="sign the image (skopeo --sign-by, lookaside store) and its ostree commit "
+                            "with the lab key the nodes trust")
+    build.add_argument("--sign-key", default=None, metavar="KEY",
+                       help="sign with this lab key instead: lab (trusted) or wrong (untrusted); implies --sign")
+    build.add_argument("--multi-arch", action="store_true",
+                       help="push an OCI image index: this image (amd64) and an arm64 entry")
     build.add_argument("--json", action="store_true", help="print the whole record")
     build.set_defaults(func=cmd_image_build)
     ls = isub.add_parser("list", help="images built by this lab")
+    ls.add_argument("--json", action="store_true", help="print every record")
     ls.set_defaults(func=cmd_image_list)
 
     fault = sub.add_parser("fault", help="inject or clear a node fault")
@@ -408,6 +432,8 @@ def build_parser():
     internal_reg.set_defaults(func=lambda a: registry.serve())
     internal_fl = sub.add_parser("_fleetlock")
     internal_fl.set_defaults(func=lambda a: fleetlock.serve())
+    internal_sig = sub.add_parser("_sigstore")
+    internal_sig.set_defaults(func=lambda a: signing.serve())
     return parser
 
 

@@ -32,6 +32,12 @@ OSNAME = "fedora-coreos"
 BASE_IMAGE = "fleetos/lab-os:1.0"
 REGISTRY_USER = "fleetos"
 CONTAINER_TRANSPORT = "ostree-unverified-registry:"
+# Signed images: the node policy requires a GPG "simple signing" signature for this
+# repository namespace of the lab registry; the nodes read signatures from the lookaside
+# (sigstore) server at SIGSTORE_PORT, and verify ostree commits with remote OSTREE_REMOTE.
+SIGNED_NAMESPACE = "fleetos-signed"
+OSTREE_REMOTE = "fleet"
+SIGSTORE_PORT = 8081
 
 NODE_NAME_RE = re.compile(r"^node(\d{2,3})$")
 

@@ -7,14 +7,16 @@ commit (the rpm-ostree stand-in commits the unpacked layers the same way).
 
 import datetime
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import tarfile
 import tempfile
 from pathlib import Path
 
-from . import registry
+from . import registry, signing
 from .common import (
     LAB_NETNS,
     LabError,
@@ -31,6 +33,13 @@ NAME_RE = re.compile(
 KERNEL_VERSION = "6.0.0-fleetlab"
 COMMIT_OPTIONS = ["--orphan", "--no-bindings", "--no-xattrs", "--owner-uid=0", "--owner-gid=0"]
 HOST_ETC_COPIES = ["ld.so.cache", "nsswitch.conf", "alternatives", "containers"]
+# Where ostree-ext's container encapsulation keeps ostree objects in an image: not part
+# of the OS tree (the commit leaves it out, as ostree-ext does when it imports).
+OSTREE_OBJECTS_DIR = "sysroot/ostree/repo/objects"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+# --multi-arch: the lab's image (amd64) plus these platforms, same layers, own config.
+EXTRA_PLATFORMS = [{"architecture": "arm64", "os": "linux", "variant": "v8"}]
 
 
 def images_dir():
@@ -129,7 +138,12 @@ def _add_file(rootfs, spec):
 
 
 def commit_rootfs(repo, rootfs, created, version, manifest_digest=None):
-    """Commit a rootfs with the lab's deterministic options; return the checksum."""
+    """Commit a rootfs with the lab's deterministic options; return the checksum.
+
+    sysroot/ostree (ostree objects an image carries, e.g. a signed commit) is not part
+    of the tree.
+    """
+    _rmtree(Path(rootfs) / "sysroot" / "ostree")
     os.chmod(str(rootfs), 0o755)
     os.chown(str(rootfs), 0, 0)
     argv = ["ostree", "--repo=%s" % repo, "commit"] + COMMIT_OPTIONS + ["--timestamp=%s" % created]
@@ -164,14 +178,24 @@ def fetch(name, tag):
         netns=LAB_NETNS)
 
 
-def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None, legacy_oscontainer=False):
+def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None, legacy_oscontainer=False,
+          sign=None, multi_arch=False):
     """Build a bootable image, push it to the lab registry, return its record.
 
     With legacy_oscontainer, the pushed image is an old-style OpenShift oscontainer
     instead: no bootable root filesystem, but an ostree archive repository at /srv/repo
     holding the OS commit, named by the label com.coreos.ostree-commit.
+
+    sign names a lab key ("lab" or "wrong"): the ostree commit is signed with it
+    (`ostree gpg-sign`) and travels in the image with its .commitmeta, and the pushed
+    image gets a GPG simple-signing signature (`skopeo copy --sign-by`) in the lookaside
+    store. multi_arch pushes an OCI image index: this image (amd64) and an arm64 entry.
     """
     name, tag = parse_name(name_tag)
+    if sign is not None and sign not in signing.KEYS:
+        raise LabError("unknown signing key %r: choose one of %s" % (sign, ", ".join(sorted(signing.KEYS))))
+    if legacy_oscontainer and (sign or multi_arch):
+        raise LabError("--legacy-oscontainer cannot be combined with --sign or --multi-arch")
     extra_labels = {}
     for item in labels:
         if "=" not in item or not item.split("=", 1)[0]:
@@ -236,21 +260,23 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
         run(["umoci", "raw", "unpack", "--image", "%s:%s" % (layout(), ltag), str(unpacked)])
         created_iso, _ = _config_created(ltag)
         checksum = commit_rootfs(master_repo(), unpacked, created_iso, version)
+        if sign:
+            _add_signed_commit_layer(work, ltag, checksum, sign)
         run(["umoci", "config", "--image", "%s:%s" % (layout(), ltag), "--no-history",
-             "--config.label", "ostree.commit=%s" % checksum])
+             "--created", created, "--config.label", "ostree.commit=%s" % checksum])
         digest = _manifest_digest(ltag)
+        manifests = None
         if legacy_oscontainer:
             digest = _legacy_oscontainer(work, push_tag, checksum, version, name, extra_labels)
         else:
             commit_rootfs(master_repo(), unpacked, created_iso, version, digest)
-        digest_file = work / "digest"
-        run(["skopeo", "copy", "--quiet", "--dest-authfile", str(registry.auth_file()),
-             "--dest-cert-dir", str(registry.cert_dir()), "--digestfile", str(digest_file),
-             "oci:%s:%s" % (layout(), push_tag), "docker://%s/%s:%s" % (registry.address(), name, tag)],
-            netns=LAB_NETNS)
-        pushed = digest_file.read_text().strip()
-        if pushed != digest:
-            raise LabError("the registry stored %s as %s, not %s" % (name_tag, pushed, digest))
+        source = "oci:%s:%s" % (layout(), push_tag)
+        pushed_digest = digest
+        if multi_arch:
+            multi = work / "multi"
+            pushed_digest, manifests = _image_index(multi, digest)
+            source = "oci:%s:%s" % (multi, "index")
+        _push(source, name, tag, pushed_digest, work, sign=sign, all_instances=multi_arch)
         record = {
             "name": name,
             "tag": tag,
@@ -261,13 +287,108 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
             "created": created_iso,
             "base": base,
             "legacy_oscontainer": bool(legacy_oscontainer),
+            "signed_by": sign,
+            "multi_arch": bool(multi_arch),
         }
+        if multi_arch:
+            # digest is the index's; each platform's own manifest digest is in manifests.
+            record["digest"] = pushed_digest
+            record["manifests"] = manifests
         records = built()
         records["%s:%s" % (name, tag)] = record
         write_json(images_dir() / "built.json", records)
         return record
     finally:
         _rmtree(work)
+
+
+def _push(source, name, tag, expected, work, sign=None, all_instances=False):
+    """Push an image from an OCI layout to the lab registry; check the stored digest."""
+    digest_file = work / "digest"
+    argv = ["skopeo"]
+    env = None
+    if sign:
+        argv += ["--registries.d", str(signing.writer_registries_d())]
+        env = {"GNUPGHOME": str(signing.gpg_dir())}
+        signing.drop_signatures(name, expected)
+    argv += ["copy", "--quiet", "--dest-authfile", str(registry.auth_file()),
+             "--dest-cert-dir", str(registry.cert_dir()), "--digestfile", str(digest_file)]
+    if sign:
+        argv += ["--sign-by", signing.fingerprint(sign)]
+    if all_instances:
+        argv.append("--all")
+    argv += [source, "docker://%s/%s:%s" % (registry.address(), name, tag)]
+    try:
+        run(argv, netns=LAB_NETNS, env=env)
+    finally:
+        if sign:
+            signing.kill_agent()
+    pushed = digest_file.read_text().strip()
+    if pushed != expected:
+        raise LabError("the registry stored %s:%s as %s, not %s" % (name, tag, pushed, expected))
+
+
+def _add_signed_commit_layer(work, ltag, checksum, key):
+    """Sign the commit and add a layer with its objects, as ostree-ext encapsulates them:
+    sysroot/ostree/repo/objects/XX/REST.commit and .commitmeta (detached metadata)."""
+    commit, commitmeta = signing.gpg_sign_commit(master_repo(), checksum, key, work)
+    layer = work / "ostree-commit.tar"
+    objdir = "%s/%s" % (OSTREE_OBJECTS_DIR, checksum[:2])
+    with tarfile.open(str(layer), "w", format=tarfile.PAX_FORMAT) as tar:
+        parts = objdir.split("/")
+        for i in range(2, len(parts) + 1):  # sysroot/ostree ... objects/XX (sysroot is the image's)
+            info = tarfile.TarInfo("/".join(parts[:i]))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+            tar.addfile(info)
+        for suffix, data in ((".commit", commit), (".commitmeta", commitmeta)):
+            info = tarfile.TarInfo("%s/%s%s" % (objdir, checksum[2:], suffix))
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    run(["umoci", "raw", "add-layer", "--image", "%s:%s" % (layout(), ltag), "--no-history", str(layer)])
+
+
+def _blob_path(digest):
+    return layout() / "blobs" / digest.replace(":", "/")
+
+
+def _put_blob(data):
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    path = _blob_path(digest)
+    if not path.exists():
+        path.write_bytes(data)
+    return digest
+
+
+def _image_index(directory, digest):
+    """An OCI layout at directory whose entry "index" is an image index: the image
+    (amd64) and EXTRA_PLATFORMS (same layers, a config with their architecture).
+    -> (index digest, {architecture: manifest digest})."""
+    manifest_bytes = _blob_path(digest).read_bytes()
+    manifest = json.loads(manifest_bytes)
+    config = json.loads(_blob_path(manifest["config"]["digest"]).read_bytes())
+    entries = [{"mediaType": OCI_MANIFEST, "digest": digest, "size": len(manifest_bytes),
+                "platform": {"architecture": config.get("architecture", "amd64"), "os": config.get("os", "linux")}}]
+    for platform in EXTRA_PLATFORMS:
+        other = dict(config, architecture=platform["architecture"], os=platform["os"])
+        if platform.get("variant"):
+            other["variant"] = platform["variant"]
+        config_bytes = json.dumps(other, separators=(",", ":"), sort_keys=True).encode()
+        other_manifest = dict(manifest, config=dict(manifest["config"], digest=_put_blob(config_bytes),
+                                                   size=len(config_bytes)))
+        other_bytes = json.dumps(other_manifest, separators=(",", ":"), sort_keys=True).encode()
+        entries.append({"mediaType": OCI_MANIFEST, "digest": _put_blob(other_bytes), "size": len(other_bytes),
+                        "platform": dict(platform)})
+    index_bytes = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries},
+                             separators=(",", ":"), sort_keys=True).encode()
+    index_digest = _put_blob(index_bytes)
+    # A layout of its own (sharing the blobs), so the lab's layout keeps only images.
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}\n')
+    (directory / "blobs").symlink_to(layout() / "blobs")
+    (directory / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": OCI_INDEX, "digest": index_digest, "size": len(index_bytes),
+         "annotations": {"org.opencontainers.image.ref.name": "index"}}]}))
+    return index_digest, {e["platform"]["architecture"]: e["digest"] for e in entries}
 
 
 def _legacy_oscontainer(work, ltag, checksum, version, name, extra_labels):

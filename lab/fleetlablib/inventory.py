@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
-from . import registry
-from .common import LAB_NETNS, inventory_dir, state_dir, write_file
+from . import registry, signing
+from .common import LAB_NETNS, OSTREE_REMOTE, inventory_dir, state_dir, write_file
 
 HEADER = """\
 # Written by lab/fleetlab up: the lab fleet. Do not edit; it is rewritten on each 'up'.
@@ -53,7 +53,17 @@ def write(lab):
         "fleetos_lab_registry": registry.address(),
         "fleetos_lab_base_image": lab.get("base_image_ref", ""),
         "fleetos_lab_boot_time_command": "cat /run/lab-boot-id",
+        # The kernel boot id never changes in a node namespace: the rollout role's reboot
+        # check reads the lab's own boot id.
+        "fleetos_rollout_boot_time_command": "cat /run/lab-boot-id",
         "fleetos_lab_fleetlock_url": "http://198.51.100.1:8080",
+        # Signed images: build them under this repository namespace (fleetlab image build
+        # REPO/NAME:TAG --sign); the nodes require the lab key's signature there
+        # (ostree-image-signed:docker://...), and verify ostree commits with this remote
+        # (ostree-remote-image:REMOTE:docker://...). Signatures are read from the sigstore URL.
+        "fleetos_lab_signed_repository": signing.signed_repository(),
+        "fleetos_lab_ostree_remote": OSTREE_REMOTE,
+        "fleetos_lab_sigstore_url": signing.sigstore_url(),
     }
     tree = {"all": {"vars": all_vars, "children": {"fleet": {"children": {}}}}}
     fleet = tree["all"]["children"]["fleet"]["children"]
@@ -77,7 +87,8 @@ def read_hosts(path=None):
     """(hosts, all_vars) of a lab inventory: each host's vars, and the connection vars for all.
 
     Tests and benchmarks use it to write inventories of their own over some lab nodes;
-    all_vars gains `fleetos_rollout_boot_time_command`, the lab's boot id command.
+    the inventory's all.vars carry `fleetos_rollout_boot_time_command` (the lab's boot id
+    command) themselves.
     """
     import yaml  # the venv's PyYAML; fleetlab itself never needs it
 
@@ -92,5 +103,4 @@ def read_hosts(path=None):
 
     walk(source["all"])
     all_vars = dict(source["all"]["vars"])
-    all_vars["fleetos_rollout_boot_time_command"] = all_vars["fleetos_lab_boot_time_command"]
     return hosts, all_vars

@@ -12,12 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import images, net, registry
+from . import images, net, registry, signing
 from .common import (
     BOOT_SCRIPT,
     LAB_DIR,
     NODE_OVERLAY,
     OSNAME,
+    OSTREE_REMOTE,
     CONTAINER_TRANSPORT,
     LabError,
     journal,
@@ -167,6 +168,8 @@ def _create_sysroot(name, record, disk_image=False):
     write_file(etc / "containers" / "certs.d" / reg / "ca.crt", registry.ca_file().read_text())
     write_file(etc / "ostree" / "auth.json", registry.auth_file().read_text(), 0o600)
     write_file(etc / "hostname", name + "\n")
+    # Signed images: containers policy, lookaside config, the lab key, ostree remote `fleet`.
+    signing.install_node_trust(etc, root / "ostree" / "repo")
 
 
 def create(name, index, record, disk_image=False):
@@ -176,6 +179,10 @@ def create(name, index, record, disk_image=False):
     if not (sysroot(name) / "ostree" / "deploy").exists():
         _create_sysroot(name, record, disk_image)
         write_file(node_dir(name) / "boot-count", "0\n")
+    elif '[remote "%s"]' % OSTREE_REMOTE not in (sysroot(name) / "ostree" / "repo" / "config").read_text():
+        # A node made before the lab had signed images: give every deployment the trust files.
+        for etc in sorted((sysroot(name) / "ostree" / "deploy" / OSNAME / "deploy").glob("*/etc")):
+            signing.install_node_trust(etc, sysroot(name) / "ostree" / "repo")
 
 
 def start(name):

@@ -1,5 +1,7 @@
 """Unit tests of fleetlab's pure logic (no lab needed)."""
 
+import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -9,7 +11,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 
-from fleetlablib import common, fleetlock, images, inventory, net, registry  # noqa: E402
+from fleetlablib import common, fleetlock, images, inventory, net, registry, signing  # noqa: E402
 from fleetlablib.cli import build_parser  # noqa: E402
 
 UMOCI_TAG = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
@@ -138,3 +140,105 @@ def test_fleetlock_request_from_the_real_sample_form():
     body = b'{"client_params": {"group": "default", "id": "c988d2509fdf5cdcbed39037c56406fb"}}'
     assert fleetlock.parse_request({"fleet-lock-protocol": "true"}, body) == (
         "default", "c988d2509fdf5cdcbed39037c56406fb")
+
+
+# --------------------------------------------------------------------------
+# Signed and multi-arch images
+
+
+def test_image_build_parses_sign_and_multi_arch_flags():
+    args = build_parser().parse_args(["image", "build", "fleetos-signed/x:1", "--sign", "--multi-arch"])
+    assert (args.sign, args.sign_key, args.multi_arch) == (True, None, True)
+    args = build_parser().parse_args(["image", "build", "fleetos-signed/x:1", "--sign-key", "wrong"])
+    assert (args.sign, args.sign_key, args.multi_arch) == (False, "wrong", False)
+    assert build_parser().parse_args(["image", "list", "--json"]).json is True
+
+
+def test_node_policy_rejects_by_default_and_requires_the_lab_key_for_signed_images():
+    policy = signing.node_policy()
+    assert policy["default"] == [{"type": "reject"}]
+    docker = policy["transports"]["docker"]
+    reg = registry.address()
+    assert set(docker) == {reg, reg + "/" + common.SIGNED_NAMESPACE}
+    (req,) = docker[signing.signed_repository()]
+    assert req == {"type": "signedBy", "keyType": "GPGKeys", "keyPath": signing.NODE_PUBKEY,
+                   "signedIdentity": {"type": "matchRepoDigestOrExact"}}
+    assert docker[reg] == [{"type": "insecureAcceptAnything"}]
+    for transport in ("oci", "dir", "containers-storage"):
+        assert policy["transports"][transport] == {"": [{"type": "insecureAcceptAnything"}]}
+
+
+def test_node_lookaside_config_names_the_signature_server():
+    doc = yaml.safe_load(signing.node_registries_d())
+    assert doc == {"docker": {registry.address(): {"sigstore": "http://198.51.100.1:8081/"}}}
+    assert signing.signature_dir("fleetos-signed/a", "sha256:" + "ab" * 32).name == "a@sha256=" + "ab" * 32
+
+
+def test_inventory_carries_the_rollout_boot_command_and_signing_vars(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEETLAB_INVENTORY", str(tmp_path / "inv"))
+    lab = {"nodes": {"node01": {"address": "198.51.100.11", "pool": "workers", "labels": {"a": "b"}}},
+           "base_image_ref": "198.51.100.1:5000/fleetos/lab-os@sha256:" + "0" * 64}
+    inventory.write(lab)
+    hosts, all_vars = inventory.read_hosts(tmp_path / "inv" / "hosts.yml")
+    raw = yaml.safe_load((tmp_path / "inv" / "hosts.yml").read_text())["all"]["vars"]
+    assert raw["fleetos_rollout_boot_time_command"] == "cat /run/lab-boot-id"
+    assert raw["fleetos_lab_boot_time_command"] == "cat /run/lab-boot-id"
+    assert raw["fleetos_lab_signed_repository"] == "198.51.100.1:5000/fleetos-signed"
+    assert raw["fleetos_lab_ostree_remote"] == "fleet"
+    assert raw["fleetos_lab_sigstore_url"] == "http://198.51.100.1:8081/"
+    assert all_vars == raw and hosts["node01"]["ansible_host"] == "198.51.100.11"
+
+
+def _standin():
+    import importlib.machinery
+    import importlib.util
+    path = str(Path(__file__).resolve().parents[2] / "lab" / "node" / "usr" / "bin" / "rpm-ostree")
+    loader = importlib.machinery.SourceFileLoader("rpm_ostree_standin", path)
+    spec = importlib.util.spec_from_loader("rpm_ostree_standin", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_standin_picks_the_platform_manifest_of_an_index(monkeypatch):
+    standin = _standin()
+    monkeypatch.setattr(standin, "node_architecture", lambda: "amd64")
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"digest": "sha256:" + "a" * 64, "platform": {"architecture": "arm64", "os": "linux", "variant": "v8"}},
+        {"digest": "sha256:" + "b" * 64, "platform": {"architecture": "amd64", "os": "linux"}}]}
+    assert standin.platform_manifest_digest(json.dumps(index)) == "sha256:" + "b" * 64
+    manifest = json.dumps({"schemaVersion": 2, "config": {}, "layers": []})
+    assert standin.platform_manifest_digest(manifest) == "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+    index["manifests"].pop()
+    with pytest.raises(standin.Error, match="no image found in image index for architecture amd64"):
+        standin.platform_manifest_digest(json.dumps(index))
+
+
+@pytest.mark.parametrize("default,insecure", [
+    ([{"type": "insecureAcceptAnything"}], True),
+    ([{"type": "reject"}], False),
+    ([{"type": "insecureAcceptAnything"}, {"type": "reject"}], False),
+    (None, False),
+])
+def test_standin_default_insecure_rule_is_ostree_ext_s(tmp_path, monkeypatch, default, insecure):
+    standin = _standin()
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"default": default} if default is not None else {"transports": {}}))
+    monkeypatch.setattr(standin, "POLICY_FILE", str(policy))
+    assert standin.container_policy_is_default_insecure() is insecure
+    if insecure:
+        with pytest.raises(standin.Error, match="refusing usage"):
+            standin.refuse_default_insecure("signed")
+    for sigmode in ("none", "remote"):
+        standin.refuse_default_insecure(sigmode)  # never refused: other transports
+
+
+def test_standin_skopeo_errors_are_one_line():
+    standin = _standin()
+    stderr = ('time="2026-12-01T01:45:57Z" level=fatal msg="copying system image from manifest list: '
+              'Source image rejected: A signature was required, but no signature exists"\n')
+    assert standin.skopeo_error(stderr) == ("copying system image from manifest list: Source image rejected: "
+                                            "A signature was required, but no signature exists")
+    assert standin.skopeo_error("plain\nlast line\n") == "last line"
+    assert standin.skopeo_base("copy", "signed")[:2] == ["skopeo", "copy"]
+    assert standin.skopeo_base("copy", "remote")[:3] == ["skopeo", "--insecure-policy", "copy"]

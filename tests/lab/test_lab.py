@@ -356,3 +356,22 @@ def test_up_grows_then_down_leaves_nothing_behind(lab):
         if str(FLEETLAB) + " _" in cmdline or state in cmdline or root.startswith(state):
             leftovers.append((pid, cmdline))
     assert leftovers == []
+
+
+def test_signature_server_and_signing_vars(lab):
+    ivars = yaml.safe_load(lab.inventory.read_text())["all"]["vars"]
+    assert ivars["fleetos_rollout_boot_time_command"] == ivars["fleetos_lab_boot_time_command"]
+    assert ivars["fleetos_lab_signed_repository"] == lab.registry + "/fleetos-signed"
+    assert ivars["fleetos_lab_ostree_remote"] == "fleet"
+    url = ivars["fleetos_lab_sigstore_url"]
+    assert url == "http://198.51.100.1:8081/"
+    pid = int((lab.state / "sigstore.pid").read_text())
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        assert b"fleetlab\0_sigstore" in handle.read()
+    probe = ("import urllib.request, urllib.error\n"
+             "try:\n    urllib.request.urlopen(%r, timeout=5)\nexcept urllib.error.HTTPError as e:\n"
+             "    print(e.code)\n" % (url + "fleetos-signed/none@sha256=" + "0" * 64 + "/signature-1"))
+    node = lab.nodes[0]
+    assert lab.exec(node, ["python3", "-c", probe]).stdout.strip() == "404"
+    reads = [e for e in lab.journal("signature_read") if e.get("node") == node and e["status"] == 404]
+    assert reads and reads[-1]["path"].endswith("/signature-1")

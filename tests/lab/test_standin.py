@@ -4,12 +4,15 @@ Each test leaves the node's boot state as it found it (nothing staged, same boot
 deployment).
 """
 
+import hashlib
 import json
 import os
 import tempfile
 import time
+import uuid
 
 import pytest
+import yaml
 
 BUSY_HINT = " You can cancel the current transaction with `rpm-ostree cancel`"
 
@@ -199,20 +202,6 @@ def test_custom_origin_rebase(lab, node, clean):
     assert half.returncode == 1 and half.stderr.startswith("error: ")
 
 
-def test_signed_transports_refused_under_insecure_policy(lab, node, standin_images, clean):
-    policy = json.loads(lab.exec(node, ["cat", "/etc/containers/policy.json"]).stdout)
-    if policy.get("transports", {}).get("docker"):
-        pytest.skip("the node's policy has docker scopes; this test needs insecureAcceptAnything")
-    img = standin_images["a"]
-    for ref in ("ostree-image-signed:docker://" + img["tag"],
-                "ostree-remote-image:fleetos:docker://" + img["tag"]):
-        proc = ro(lab, node, "rebase", ref)
-        assert proc.returncode == 1, proc
-        assert proc.stderr.startswith("error: "), proc.stderr
-        assert "signature" in proc.stderr
-        assert not staged(status(lab, node))
-
-
 def test_busy_transaction_error_and_cancel(lab, node, clean):
     lab.exec(node, "RPMOSTREE_LAB_HOLD_SECONDS=30 setsid rpm-ostree cleanup -b "
                    "</dev/null >/dev/null 2>&1 &")
@@ -245,3 +234,218 @@ def test_upgrade_unchanged_on_pinned_container(lab, node, clean):
     check = ro(lab, node, "upgrade", "--check")
     assert check.returncode == 77, check
     assert not staged(status(lab, node))
+
+
+# --------------------------------------------------------------------------
+# Signed images and verification per transport (on a node of this module's own).
+
+
+def inventory_vars(lab):
+    return yaml.safe_load(lab.inventory.read_text())["all"]["vars"]
+
+
+@pytest.fixture(scope="module")
+def own_node(lab):
+    return lab.own_nodes("test_standin_signed", 1)[0]
+
+
+@pytest.fixture
+def own_clean(lab, own_node):
+    ro(lab, own_node, "cancel")
+    ro(lab, own_node, "cleanup", "-p")
+    before = booted(status(lab, own_node))
+    yield before
+    ro(lab, own_node, "cancel")
+    ro(lab, own_node, "cleanup", "-p")
+
+
+@pytest.fixture(scope="module")
+def signed_images(lab):
+    """Under the signed namespace: signed with the lab key, unsigned, signed with the
+    wrong key; each image with a file of its own (so distinct digests)."""
+    registry_prefix = lab.registry + "/"
+    namespace = inventory_vars(lab)["fleetos_lab_signed_repository"]
+    assert namespace.startswith(registry_prefix)
+    namespace = namespace[len(registry_prefix):]
+    run = uuid.uuid4().hex[:8]
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, flags in (("good", ["--sign"]), ("unsigned", []), ("wrong", ["--sign-key", "wrong"])):
+            src = os.path.join(tmp, kind)
+            with open(src, "w") as handle:
+                handle.write("signed test image %s %s\n" % (kind, run))
+            tag = "%s/standin-signed:%s-%s" % (namespace, kind, run)
+            lab.build_image(tag, "--from", "fleetos/lab-os:1.0", "--add-file",
+                            "%s:/usr/share/standin-signed/%s" % (src, kind), *flags)
+            record = lab.image_record(tag)
+            out[kind] = dict(record, image="%s/%s" % (lab.registry, tag))
+    assert out["good"]["signed_by"] == "lab" and out["wrong"]["signed_by"] == "wrong"
+    assert out["unsigned"]["signed_by"] is None
+    return out
+
+
+def verified_ref(form, remote, image):
+    if form == "image-signed":
+        return "ostree-image-signed:docker://" + image
+    if form == "remote-image":
+        return "ostree-remote-image:%s:docker://%s" % (remote, image)
+    return "ostree-remote-registry:%s:%s" % (remote, image)
+
+
+def repo_refs(lab, node):
+    return sorted(lab.exec(node, ["ostree", "refs"]).stdout.split())
+
+
+def test_node_trusts_the_lab_key_for_the_signed_namespace(lab, own_node):
+    ivars = inventory_vars(lab)
+    policy = json.loads(lab.exec(own_node, ["cat", "/etc/containers/policy.json"]).stdout)
+    assert policy["default"] == [{"type": "reject"}]
+    docker = policy["transports"]["docker"]
+    (req,) = docker[ivars["fleetos_lab_signed_repository"]]
+    assert (req["type"], req["keyType"]) == ("signedBy", "GPGKeys")
+    assert lab.exec(own_node, ["gpg", "--show-keys", req["keyPath"]]).stdout.count("fleetlab image signing key") == 1
+    assert docker[lab.registry] == [{"type": "insecureAcceptAnything"}]
+    lookaside = yaml.safe_load(lab.exec(own_node, ["cat", "/etc/containers/registries.d/fleetlab.yaml"]).stdout)
+    assert lookaside["docker"][lab.registry]["sigstore"] == ivars["fleetos_lab_sigstore_url"]
+    remote = ivars["fleetos_lab_ostree_remote"]
+    assert remote in lab.exec(own_node, ["ostree", "remote", "list"]).stdout.split()
+    gpg_verify = lab.exec(own_node, ["ostree", "config", "get", 'remote "%s".gpg-verify' % remote]).stdout
+    assert gpg_verify.strip() == "true"
+
+
+@pytest.mark.parametrize("form", ["image-signed", "remote-image", "remote-registry"])
+def test_signed_image_stages_under_verifying_transports(lab, own_node, own_clean, signed_images, form):
+    img = signed_images["good"]
+    ref = verified_ref(form, inventory_vars(lab)["fleetos_lab_ostree_remote"], img["image"])
+    mark = time.time()
+    proc = ro(lab, own_node, "rebase", ref)
+    assert proc.returncode == 0, proc
+    (new,) = staged(status(lab, own_node))
+    assert new["container-image-reference"] == ref
+    assert new["container-image-reference-digest"] == img["digest"]
+    assert new["checksum"] == img["commit"]  # sysroot/ostree objects are not part of the tree
+    shown = lab.exec(own_node, ["ostree", "show", img["commit"]]).stdout
+    assert "Found 1 signature" in shown and 'Good signature from "fleetlab image signing key' in shown
+    if form == "image-signed":
+        reads = [e for e in lab.journal("signature_read") if e["ts"] >= mark and e.get("node") == own_node]
+        assert any(e["status"] == 200 and img["digest"].replace(":", "=") in e["path"] for e in reads), reads
+
+
+@pytest.mark.parametrize("kind,form,message", [
+    ("unsigned", "image-signed", "A signature was required, but no signature exists"),
+    ("wrong", "image-signed", "Invalid GPG signature"),
+    ("unsigned", "remote-image", "Using remote fleet for verification"),
+    ("wrong", "remote-image", "public key not found"),
+    ("unsigned", "remote-registry", "Using remote fleet for verification"),
+    ("wrong", "remote-registry", "public key not found"),
+])
+def test_unsigned_or_wrong_key_is_refused_and_nothing_staged(lab, own_node, own_clean, signed_images,
+                                                              kind, form, message):
+    img = signed_images[kind]
+    ref = verified_ref(form, inventory_vars(lab)["fleetos_lab_ostree_remote"], img["image"])
+    refs = repo_refs(lab, own_node)
+    proc = ro(lab, own_node, "rebase", ref)
+    assert proc.returncode == 1, proc
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert message in lines[0], lines[0]
+    assert not staged(status(lab, own_node))
+    assert lab.exec(own_node, ["test", "-e", "/run/ostree/staged-deployment"], check=False).returncode != 0
+    assert repo_refs(lab, own_node) == refs
+
+
+@pytest.mark.parametrize("kind", ["unsigned", "wrong"])
+def test_unverified_transport_accepts_any_image(lab, own_node, own_clean, signed_images, kind):
+    img = signed_images[kind]
+    ref = "ostree-unverified-registry:" + img["image"]
+    proc = ro(lab, own_node, "rebase", ref)
+    assert proc.returncode == 0, proc
+    (new,) = staged(status(lab, own_node))
+    assert (new["container-image-reference"], new["checksum"]) == (ref, img["commit"])
+    assert new["container-image-reference-digest"] == img["digest"]
+
+
+def test_image_signed_refused_when_the_policy_default_accepts_anything(lab, own_node, own_clean, signed_images):
+    """ostree-ext refuses ostree-image-signed with a default of insecureAcceptAnything,
+    even for an image the policy's scopes would verify."""
+    path = "/etc/containers/policy.json"
+    original = lab.exec(own_node, ["cat", path]).stdout
+    policy = json.loads(original)
+    policy["default"] = [{"type": "insecureAcceptAnything"}]
+    write = "printf '%%s' '%s' > %s" % (json.dumps(policy), path)
+    try:
+        lab.exec(own_node, write)
+        img = signed_images["good"]
+        proc = ro(lab, own_node, "rebase", "ostree-image-signed:docker://" + img["image"])
+        assert proc.returncode == 1, proc
+        assert proc.stderr == ("error: Preparing import: Fetching manifest: containers-policy.json specifies "
+                               "a default of `insecureAcceptAnything`; refusing usage\n")
+        assert not staged(status(lab, own_node))
+        remote = ro(lab, own_node, "rebase", verified_ref("remote-image", "fleet", img["image"]))
+        assert remote.returncode == 0, remote  # that rule is ostree-image-signed's alone
+    finally:
+        lab.exec(own_node, "printf '%%s' '%s' > %s" % (original, path))
+    assert json.loads(lab.exec(own_node, ["cat", path]).stdout) == json.loads(original)
+
+
+# --------------------------------------------------------------------------
+# Multi-arch images (an OCI image index)
+
+
+@pytest.fixture(scope="module")
+def multi_image(lab):
+    tag = "fleetos/standin-multi:%s" % uuid.uuid4().hex[:8]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as handle:
+        handle.write("multi-arch %s\n" % tag)
+        handle.flush()
+        out = json.loads(lab.fleetlab("image", "build", tag, "--json", "--multi-arch", "--from", "fleetos/lab-os:1.0",
+                                      "--add-file", "%s:/usr/share/standin/multi" % handle.name).stdout)
+    assert out == lab.image_record(tag)
+    return dict(out, image="%s/%s" % (lab.registry, tag))
+
+
+def test_multi_arch_pushes_an_index_with_each_platform(lab, own_node, multi_image):
+    raw = lab.exec(own_node, ["skopeo", "inspect", "--raw", "--authfile", "/etc/ostree/auth.json",
+                              "docker://" + multi_image["image"]]).stdout
+    index = json.loads(raw)
+    assert "sha256:" + hashlib.sha256(raw.encode()).hexdigest() == multi_image["digest"]
+    assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    platforms = {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]}
+    assert len(platforms) >= 2 and set(platforms) >= {"amd64", "arm64"}
+    assert platforms == multi_image["manifests"]
+    assert len(set(platforms.values())) == len(platforms)
+    listing = lab.fleetlab("image", "list").stdout
+    line = [l for l in listing.splitlines() if l.startswith(multi_image["name"] + ":" + multi_image["tag"])][0]
+    assert multi_image["digest"] in line and "amd64=" + platforms["amd64"] in line
+
+
+@pytest.mark.parametrize("pin", ["tag", "index-digest"])
+def test_multi_arch_rebase_reports_the_platform_manifest_digest(lab, own_node, own_clean, multi_image, pin):
+    repo = multi_image["reference"]
+    name = multi_image["image"] if pin == "tag" else "%s@%s" % (repo, multi_image["digest"])
+    ref = "ostree-unverified-registry:" + name
+    proc = ro(lab, own_node, "rebase", ref)
+    assert proc.returncode == 0, proc
+    (new,) = staged(status(lab, own_node))
+    assert new["container-image-reference"] == ref  # exactly what was asked
+    assert new["container-image-reference-digest"] == multi_image["manifests"]["amd64"]
+    assert new["container-image-reference-digest"] != multi_image["digest"]
+    assert new["checksum"] == multi_image["commit"]
+
+
+def test_multi_arch_upgrade_with_nothing_new_reads_no_blob(lab, own_node, own_clean, multi_image):
+    ref = "ostree-unverified-registry:" + multi_image["image"]
+    assert ro(lab, own_node, "rebase", ref).returncode == 0
+    (before,) = staged(status(lab, own_node))
+    mark = time.time()
+    proc = ro(lab, own_node, "upgrade", "--unchanged-exit-77")
+    assert proc.returncode == 77, proc
+    assert "No upgrade available." in proc.stdout
+    check = ro(lab, own_node, "upgrade", "--check")
+    assert check.returncode == 77 and "No updates available." in check.stdout, check
+    (after,) = staged(status(lab, own_node))
+    assert (after["checksum"], after["serial"], after["container-image-reference-digest"]) == (
+        before["checksum"], before["serial"], multi_image["manifests"]["amd64"])
+    time.sleep(0.5)  # the registry wrapper journals reads as its access log arrives
+    reads = [e for e in lab.journal("blob_read") if e["ts"] >= mark and e.get("node") == own_node]
+    assert reads == []
