@@ -277,8 +277,13 @@ class Skopeo:
         return self._run(argv, action, image, binary=True)
 
     def copy(self, image, destination, auth_file=None, cert_dir=None, tls_verify=True):
-        """``skopeo copy`` from ``docker://image`` to ``destination`` (e.g. ``oci:DIR:TAG``)."""
-        argv = [self.binary, "copy", "--quiet"]
+        """``skopeo copy`` from ``docker://image`` to ``destination`` (e.g. ``oci:DIR:TAG``).
+
+        The host's containers policy still applies to the source (a signature it requires is
+        verified); ``--remove-signatures`` only keeps skopeo from writing signatures into a
+        destination that cannot hold them, such as an OCI layout.
+        """
+        argv = [self.binary, "copy", "--quiet", "--remove-signatures"]
         argv += self._source_options("src-", auth_file, cert_dir, tls_verify)
         argv += ["--", "docker://" + image, destination]
         self._run(argv, "pull", image)

@@ -78,7 +78,7 @@ def test_copy_argv(kwargs, options):
     module = FakeModule([(0, "", "")])
     Skopeo(module).copy(IMAGE, "oci:/cache:tag", **kwargs)
     ((argv, run_kwargs),) = module.calls
-    assert argv == ["/usr/bin/skopeo", "copy", "--quiet"] + options + ["--", "docker://" + IMAGE, "oci:/cache:tag"]
+    assert argv == ["/usr/bin/skopeo", "copy", "--quiet", "--remove-signatures"] + options + ["--", "docker://" + IMAGE, "oci:/cache:tag"]
     assert run_kwargs["environ_update"] == {"LC_ALL": "C"}
     assert run_kwargs["expand_user_and_vars"] is False
 

@@ -345,7 +345,7 @@ def test_present_check_apply_check_apply(monkeypatch, tmp_path):
 
     skopeo = Skopeo(served() + [(0, "", "")], blob_writer(cache, [DIGEST, LAYER, CONFIG]))
     result = run(monkeypatch, args, skopeo)
-    assert skopeo.calls[2] == [SKOPEO, "copy", "--quiet", "--", "docker://" + pinned,
+    assert skopeo.calls[2] == [SKOPEO, "copy", "--quiet", "--remove-signatures", "--", "docker://" + pinned,
                                "oci:%s:%s" % (cache, tag)]
     assert (result["changed"], result["cache_dir"]) == (True, str(cache))
     assert result["fetched_blobs"] == sorted([DIGEST, LAYER, CONFIG])
@@ -388,7 +388,7 @@ def test_present_with_credentials_passes_the_authfile_to_copy(monkeypatch, tmp_p
                       "password": PASSWORD}, skopeo)
     (path1, dummy, dummy2), (path2, dummy3, dummy4), (path3, mode, document) = skopeo.auth_files
     assert path1 == path2 == path3 and mode == 0o600
-    assert skopeo.calls[2][:5] == [SKOPEO, "copy", "--quiet", "--src-authfile", path1]
+    assert skopeo.calls[2][:6] == [SKOPEO, "copy", "--quiet", "--remove-signatures", "--src-authfile", path1]
     assert auth_of(document) == (REGISTRY, "fleet:" + PASSWORD)
     assert not any(PASSWORD in part for argv in skopeo.calls for part in argv)
     assert list(private_tmp.iterdir()) == []

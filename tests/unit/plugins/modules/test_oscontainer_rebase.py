@@ -203,7 +203,7 @@ def test_fetch_pull_local_and_rebase(fake):
     assert os.path.dirname(work) == str(fake["tmp_path"] / "var-tmp")
     assert calls == [
         inspect_argv(), STATUS_ARGV, show_argv(repo),
-        [SKOPEO, "copy", "--quiet", "--", "docker://" + IMAGE, "oci:%s/oci:oscontainer" % work],
+        [SKOPEO, "copy", "--quiet", "--remove-signatures", "--", "docker://" + IMAGE, "oci:%s/oci:oscontainer" % work],
         show_argv(work + "/repo"),
         [OSTREE, "pull-local", "--repo=" + repo, "--untrusted", "--", work + "/repo", COMMIT],
         show_argv(repo), rebase_argv(), STATUS_ARGV]
@@ -238,7 +238,7 @@ def test_auth_file_entry_and_cert_options_reach_skopeo_in_a_temporary_file(fake)
     mode, document, path = fake["seen"]["auth"]
     options = ["--authfile", path, "--cert-dir", "/etc/pki/reg", "--tls-verify=false"]
     assert argvs(fake)[0] == inspect_argv(*options)
-    assert argvs(fake)[3][:8] == [SKOPEO, "copy", "--quiet", "--src-authfile", path, "--src-cert-dir",
+    assert argvs(fake)[3][:9] == [SKOPEO, "copy", "--quiet", "--remove-signatures", "--src-authfile", path, "--src-cert-dir",
                                   "/etc/pki/reg", "--src-tls-verify=false"]
     assert argvs(fake)[7] == rebase_argv(lock=True, description="OCP 4.6 -x")
     assert mode == 0o600
