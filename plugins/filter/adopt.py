@@ -131,6 +131,30 @@ def adopt_plan(status, image_info, transport="registry", ostree_remote=None, des
     return plan
 
 
+def adopt_precheck(want, inspection):
+    """The adoption result of a host that is settled before it is looked at, or None.
+
+    ``want`` is the host's plan record (filter rollout_plan, without resolutions): no image
+    skips the host, an invalid image or transport fails it. ``inspection`` is the result of
+    fleetos.layering.os_image_pull for its image; a failed one fails the host.
+    """
+    if not isinstance(want, dict):
+        raise InvalidInputError("cloud_image_adopt_precheck needs the host's plan record, a mapping")
+    record = {"host": want.get("host"), "status": None, "changed": False, "image": want.get("wanted"),
+              "reboot_required": False, "reason": None, "error": None}
+    if want.get("action") == "skipped":
+        record.update(status="skipped", reason=want.get("reason"))
+    elif want.get("action") == "error":
+        record.update(status="failed", error=want.get("reason"))
+    elif not isinstance(inspection, dict) or not inspection.get("digest") or inspection.get("failed"):
+        cause = inspection.get("msg") if isinstance(inspection, dict) else None
+        record.update(status="failed", error="inspecting %s failed: %s" % (
+            want.get("wanted"), " ".join(str(cause or "no result").split())))
+    else:
+        return None
+    return record
+
+
 STATUSES = ("adopted", "staged", "rebase-needed", "unchanged", "skipped", "failed")
 NO_RESULT = "no result: the host was unreachable, or its play stopped before the adoption"
 
@@ -206,12 +230,21 @@ def cloud_image_adopt_plan(status, image_info, transport="registry", ostree_remo
         raise AnsibleFilterError(exc.msg) from None
 
 
+def cloud_image_adopt_precheck(want, inspection=None):
+    """Filter: the result of a host settled before adoption, or None (see cloud_image_adopt_precheck.yml)."""
+    try:
+        return adopt_precheck(want, inspection)
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
 class FilterModule:
     """Adopting cloud-image hosts into their container image."""
 
     def filters(self):
         return {
             "cloud_image_adopt_plan": cloud_image_adopt_plan,
+            "cloud_image_adopt_precheck": cloud_image_adopt_precheck,
             "cloud_image_adopt_report": cloud_image_adopt_report,
             "cloud_image_adopt_report_markdown": cloud_image_adopt_report_markdown,
         }

@@ -4,13 +4,14 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The host plan of a rollout; documented in rollout_plan.yml, rollout_plan_inspections.yml and rollback_plan.yml."""
+"""The host plan of a rollout; documented in the .yml files of the same names next to this one."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
+    activation,
     host_plan,
     images_to_inspect,
     rollback_host_plan,
@@ -45,6 +46,11 @@ def rollback_plan(status, host, pool=None, rollback_from=None):
         raise AnsibleFilterError(exc.msg) from None
 
 
+def rollout_activation(plan, stage_result=None):
+    """Filter: whether a host is to be activated after the stage (see rollout_activation.yml)."""
+    return activation(plan, stage_result)
+
+
 class FilterModule:
     """Planning a rollout, host by host."""
 
@@ -53,4 +59,5 @@ class FilterModule:
             "rollout_plan": rollout_plan,
             "rollout_plan_inspections": rollout_plan_inspections,
             "rollback_plan": rollback_plan,
+            "rollout_activation": rollout_activation,
         }

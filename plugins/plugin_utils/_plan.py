@@ -318,3 +318,26 @@ def rollback_host_plan(status, host, pool=None, rollback_from=None):
         "digest": previous if wanted else booted_digest, "transport": None, "old_digest": booted_digest,
         "booted_digest": booted_digest, "staged_digest": None, "staged_checksum": None, "reason": reason,
     }
+
+
+def activation(plan, stage_result=None):
+    """Whether the host is to be activated after the stage, and the checksum of its staged deployment.
+
+    A host planned ``activate`` has the target staged already (the plan read its checksum);
+    a host planned ``stage`` is activated when its stage staged a deployment that needs a
+    reboot (``os_stage_result``); any other host is not.
+    """
+    plan = plan if isinstance(plan, dict) else {}
+    stage_result = stage_result if isinstance(stage_result, dict) else {}
+    if plan.get("action") == "activate":
+        return {"activate": True, "staged_checksum": plan.get("staged_checksum")}
+    if plan.get("action") == "stage" and stage_result.get("status") == "staged" \
+            and _truthy(stage_result.get("reboot_required")):
+        return {"activate": True, "staged_checksum": stage_result.get("staged_checksum")}
+    return {"activate": False, "staged_checksum": None}
+
+
+def _truthy(value):
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1", "on")
+    return bool(value)

@@ -214,3 +214,25 @@ def test_report_of_a_clean_run_succeeds():
 def test_report_errors(hosts, hostvars, message):
     with pytest.raises(AnsibleFilterError, match=message):
         adopt.cloud_image_adopt_report(hosts, hostvars)
+
+
+@pytest.mark.parametrize("want, inspection, status, field, text", [
+    ({"host": "n1", "action": "skipped", "wanted": None, "reason": "nothing assigns n1"}, None,
+     "skipped", "reason", "nothing assigns n1"),
+    ({"host": "n1", "action": "error", "wanted": "REG//x", "reason": "fleetos_rollout_image is invalid: ..."}, None,
+     "failed", "error", "fleetos_rollout_image is invalid: ..."),
+    ({"host": "n1", "action": None, "wanted": "reg.example/os:1"}, {"failed": True, "msg": "Failed to resolve\n image"},
+     "failed", "error", "inspecting reg.example/os:1 failed: Failed to resolve image"),
+    ({"host": "n1", "action": None, "wanted": "reg.example/os:1"}, None,
+     "failed", "error", "inspecting reg.example/os:1 failed: no result"),
+])
+def test_precheck_settles_hosts_before_adoption(want, inspection, status, field, text):
+    record = adopt.cloud_image_adopt_precheck(want, inspection)
+    assert (record["host"], record["status"], record[field], record["changed"]) == ("n1", status, text, False)
+
+
+def test_precheck_lets_an_inspected_image_through():
+    want = {"host": "n1", "action": None, "wanted": "reg.example/os:1"}
+    assert adopt.cloud_image_adopt_precheck(want, {"digest": "sha256:" + "a" * 64}) is None
+    with pytest.raises(AnsibleFilterError, match="needs the host's plan record"):
+        adopt.cloud_image_adopt_precheck("n1", None)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan, images_to_inspect
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
+    activation,
+    host_plan,
+    images_to_inspect,
+    rollback_host_plan,
+)
 
 REG = "198.51.100.1:5000/fleetos/os"
 INDEX = "sha256:" + "1" * 64
@@ -156,3 +162,30 @@ def test_an_earlier_failure_is_recorded_as_an_error():
     plan = host_plan(None, "node04", pool="db", error="host node04 matches 2 MachineImages\n at the selector level")
     assert (plan["source"], plan["action"], plan["reason"]) == (
         "error", "error", "host node04 matches 2 MachineImages at the selector level")
+
+
+@pytest.mark.parametrize("action, stage_result, expected", [
+    ("activate", None, {"activate": True, "staged_checksum": "planned"}),
+    ("stage", {"status": "staged", "reboot_required": True, "staged_checksum": "fresh"},
+     {"activate": True, "staged_checksum": "fresh"}),
+    ("stage", {"status": "staged", "reboot_required": "False", "staged_checksum": None},
+     {"activate": False, "staged_checksum": None}),
+    ("stage", {"status": "failed", "reboot_required": False}, {"activate": False, "staged_checksum": None}),
+    ("unchanged", None, {"activate": False, "staged_checksum": None}),
+    ("pin", None, {"activate": False, "staged_checksum": None}),
+])
+def test_activation_after_the_stage(action, stage_result, expected):
+    assert activation({"action": action, "staged_checksum": "planned"}, stage_result) == expected
+
+
+def test_rollback_plan():
+    booted = deployment("ostree-unverified-registry:%s@%s" % (REG, AMD64), AMD64, AMD64)
+    previous = deployment("ostree-unverified-registry:%s@%s" % (REG, OTHER), OTHER, OTHER)
+    host = {"booted": booted, "rollback": previous}
+    plan = rollback_host_plan(host, "node01", pool="blue", rollback_from=AMD64)
+    assert (plan["action"], plan["digest"], plan["old_digest"], plan["pool"]) == ("activate", OTHER, AMD64, "blue")
+    assert plan["image"] == "ostree-unverified-registry:%s@%s" % (REG, OTHER)
+    assert rollback_host_plan(host, "node01", rollback_from=OTHER)["reason"] == "not booted on %s" % OTHER
+    assert rollback_host_plan({"booted": booted, "rollback": None}, "node01")["action"] == "unchanged"
+    with pytest.raises(InvalidInputError, match="fleetos_rollback_from 'latest' is not a digest"):
+        rollback_host_plan(host, "node01", rollback_from="latest")
