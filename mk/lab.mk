@@ -35,7 +35,6 @@ demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll 
 		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/rollout.yml --forks 10 \
 		--limit $(DEMO_NODES),localhost \
 		-e 'fleetos_rollout_image={{ fleetos_lab_registry }}/fleetos/lab-os:1.1' \
-		-e 'fleetos_rollout_boot_time_command={{ fleetos_lab_boot_time_command }}' \
 		-e fleetos_report_dir=$(DEMO_REPORT)
 	@cat $(DEMO_REPORT)/rollout-report.md
 	@echo "demo: report in $(DEMO_REPORT) (rollout-report.json, rollout-report.md, rollout-timeline.svg)"

@@ -243,15 +243,23 @@ class Resolver:
         self.module = module
         self.architecture = architecture
         self.resolved = None
+        self.error = None
 
     def __call__(self, ref):
         """:func:`_skopeo.resolve` of ``ref`` for the host's architecture (cached)."""
+        if self.error is not None:
+            raise self.error
         if self.resolved is None:
             params = self.module.params
             skopeo = Skopeo(self.module, params["skopeo_executable"], option="skopeo_executable",
                             retries=params["retries"], retry_delay=params["retry_delay"])
             auth_file = params["auth_file"] or ostree_auth_file(OSTREE_AUTH_FILES)
-            self.resolved = resolve(skopeo, ref.image, (self.architecture,), auth_file=auth_file)
+            try:
+                self.resolved = resolve(skopeo, ref.image, (self.architecture,), auth_file=auth_file)
+            except FleetosError as exc:
+                # Asked again in the same run, the registry is not asked again.
+                self.error = exc
+                raise
         return self.resolved
 
     def platform_digest(self, ref):

@@ -177,22 +177,22 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["source"] = fallback_variable
         reason = "%s %s" % (fallback_variable, fallback_image)
     plan["wanted"] = wanted
-    if pool_paused or assignment.get("paused"):
-        plan["action"] = "skipped"
-        plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
-                          else "MachineImage is paused: %s" % reason)
-        return plan
     if not wanted:
         plan["action"] = "skipped"
         plan["reason"] = reason or "no image assigned: no MachineImage, pool default or %s" % fallback_variable
         return plan
     try:
-        return _decide(plan, wanted, transport_text, reason, resolutions, _results_by_item(inspections),
-                       booted, staged, status)
+        _decide(plan, wanted, transport_text, reason, resolutions, _results_by_item(inspections),
+                booted, staged, status)
     except InvalidInputError as exc:
         plan["action"] = "error"
         plan["reason"] = exc.msg
-        return plan
+    if pool_paused or assignment.get("paused"):
+        # A paused host keeps the image it would get in the plan, and is left alone.
+        plan["action"] = "skipped"
+        plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
+                          else "MachineImage is paused: %s" % reason)
+    return plan
 
 
 def _decide(plan, wanted, transport_text, reason, resolutions, inspections, booted, staged, status):
@@ -210,7 +210,11 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
         return plan
     resolution = _results_by_item(resolutions).get(wanted)
     if resolution is not None and (resolution.get("failed") or not resolution.get("digest")):
-        raise InvalidInputError("resolving %s failed: %s" % (wanted, _failure(resolution)))
+        if digest is None:
+            raise InvalidInputError("resolving %s failed: %s" % (wanted, _failure(resolution)))
+        # A pinned digest needs no resolution; only its index entries stay unknown, and the
+        # stage meets the registry's state for itself.
+        resolution = None
     if resolution is not None:
         digest = resolution["digest"]
         if ref.digest is not None and ref.digest != digest:

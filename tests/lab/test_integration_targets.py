@@ -44,8 +44,18 @@ def run_playbook(lab, playbook, *extra, check=True, timeout=900):
     return proc
 
 
+@pytest.fixture(scope="module")
+def other_image(lab):
+    """A second image (the base plus 1 MB), for targets that need a digest other than the booted one."""
+    name = "fleetos/integration-other:1"
+    if name not in lab.images:
+        lab.build_image(name, "--from", "fleetos/lab-os:1.0", "--size-mb", "1")
+    record = lab.image_record(name)
+    return "%s@%s" % (record["reference"], record["digest"])
+
+
 @pytest.mark.parametrize("target", _targets())
-def test_integration_target(lab, target, tmp_path):
+def test_integration_target(lab, target, tmp_path, other_image):
     host = _lab_host(target)
     assert host in lab.nodes, "target %s wants lab host %s, which the lab does not have" % (target, host)
     playbook = tmp_path / "run.yml"
@@ -56,5 +66,6 @@ def test_integration_target(lab, target, tmp_path):
         "  roles:\n"
         "    - role: %s\n" % (target, host, target)
     )
-    proc = run_playbook(lab, playbook, "-e", "fleetos_lab_image_digest=%s" % lab.base_digest)
+    proc = run_playbook(lab, playbook, "-e", "fleetos_lab_image_digest=%s" % lab.base_digest,
+                        "-e", "fleetos_lab_other_image=%s" % other_image)
     assert "failed=0" in proc.stdout

@@ -131,6 +131,14 @@ def test_no_image_and_a_paused_pool_are_skipped():
                      resolutions={}, status=None)["reason"] == "nothing selects node03"
     plan = host_plan(assigned(REG + "@" + AMD64), "node03", pool="db", pool_paused=True, resolutions={})
     assert (plan["action"], plan["reason"]) == ("skipped", "pool db is paused (fleetos_pool_paused)")
+    # A paused host still shows the image it would get.
+    assert (plan["image"], plan["digest"], plan["paused"]) == (REG + "@" + AMD64, AMD64, True)
+
+
+def test_a_pinned_image_the_registry_cannot_serve_now_is_still_planned():
+    down = {"results": [{"item": REG + "@" + AMD64, "failed": True, "msg": "the registry is unreachable"}]}
+    plan = host_plan(assigned(REG + "@" + AMD64), "node01", resolutions=down, status=status(ON_OTHER))
+    assert (plan["action"], plan["digest"], plan["platform_digest"]) == ("stage", AMD64, AMD64)
 
 
 def test_without_resolutions_nothing_is_decided():
