@@ -485,4 +485,3 @@ def test_transient_registry_failure_is_retried(fake):
     assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, RAW_ARGV, RAW_ARGV, rebase_argv(ref(NEW)), STATUS_ARGV]
     assert fake["sleeps"] == [4]
     assert outcome(caught)["changed"] is True
-
