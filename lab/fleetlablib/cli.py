@@ -5,6 +5,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -437,12 +438,47 @@ def build_parser():
     return parser
 
 
+# What a shell reports for a command ended by SIGPIPE (128 + 13), e.g. under pipefail.
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_reader_gone():
+    """True when nothing reads our stdout any more (a pipe whose reader has exited, as
+    after `fleetlab status | head -1`): poll reports POLLERR on such a pipe's write end."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _quiet_broken_pipe():
+    """Stop writing to a stdout nobody reads: point fd 1 at /dev/null, so that the final
+    flush at exit neither fails nor prints 'Exception ignored ... BrokenPipeError'."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv=None):
     try:
         args = build_parser().parse_args(argv)
         if args.command == "exec":
             nodes.node_info(args.node)
-        return args.func(args) or 0
+        rc = args.func(args) or 0
+        # Output to a pipe is buffered: write it now, where a closed pipe can be handled.
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        # The reader of our output went away (`fleetlab journal | head -1`): end quietly,
+        # as a command killed by SIGPIPE does. A broken pipe that is not stdout is a bug.
+        if not _stdout_reader_gone():
+            raise
+        return _quiet_broken_pipe()
     except LabError as exc:
         sys.stderr.write("fleetlab: error: %s\n" % exc)
         return 1

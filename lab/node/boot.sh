@@ -2,9 +2,9 @@
 # Boot a lab node. Runs as PID 1 of the node's new PID, mount and UTS namespaces, inside
 # the node's network namespace (started by `fleetlab _supervise`). Like a real boot: it
 # picks the default bootloader entry, makes that ostree deployment the root
-# filesystem, mounts /sysroot, /boot, /var, /run, /tmp, /proc, then becomes sshd.
-# libostree then sees the system as booted: /run/ostree-booted exists and / is the
-# deployment directory (same device and inode).
+# filesystem, mounts /sysroot, /boot, /var, a /dev of its own, /run, /tmp, /proc, then
+# becomes sshd. libostree then sees the system as booted: /run/ostree-booted exists and
+# / is the deployment directory (same device and inode).
 set -euo pipefail
 SYSROOT=$1 LABUSR=$2 NODE_STATE=$3 NAME=$4 JOURNAL=$5 BOOT_COUNT=$6
 
@@ -31,7 +31,24 @@ mount --bind "$SYSROOT/ostree/deploy/$osname/var" "$dep/var"
 # The lab's own tools (rpm-ostree stand-in, reboot) over the image's /usr over the
 # machine's /usr (sshd, python3, ostree, skopeo).
 mount -t overlay overlay -o "lowerdir=$LABUSR:$dep/usr:/usr" "$dep/usr"
-mount --rbind /dev "$dep/dev"
+# The node's own /dev, as container runtimes make one: a small tmpfs (never the machine's
+# devtmpfs, so a node that removes or replaces /dev/null changes only its own tmpfs) with
+# the device nodes a booted host needs, made with mknod; a devpts instance of its own (so
+# sshd allocates ptys there); tmpfs /dev/shm; the /proc/self/fd links.
+mount -t tmpfs -o mode=0755,size=1m,nosuid,noexec tmpfs "$dep/dev"
+for node in "null 1 3" "zero 1 5" "full 1 7" "random 1 8" "urandom 1 9" "tty 5 0"; do
+    read -r dname dmajor dminor <<< "$node"
+    mknod -m 0666 "$dep/dev/$dname" c "$dmajor" "$dminor"
+done
+mkdir -m 0755 "$dep/dev/pts"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5,nosuid,noexec devpts "$dep/dev/pts"
+ln -s pts/ptmx "$dep/dev/ptmx"
+mkdir -m 1777 "$dep/dev/shm"
+mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev tmpfs "$dep/dev/shm"
+ln -s /proc/self/fd "$dep/dev/fd"
+ln -s /proc/self/fd/0 "$dep/dev/stdin"
+ln -s /proc/self/fd/1 "$dep/dev/stdout"
+ln -s /proc/self/fd/2 "$dep/dev/stderr"
 mount -t tmpfs -o mode=0755 tmpfs "$dep/run"
 mkdir -p "$dep/run/lab/faults" "$dep/run/lab/control" "$dep/run/sshd" "$dep/run/ostree"
 touch "$dep/run/ostree-booted" "$dep/run/lab/journal.jsonl"

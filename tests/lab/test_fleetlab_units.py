@@ -2,7 +2,9 @@
 
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 
-from fleetlablib import common, fleetlock, images, inventory, net, registry, signing  # noqa: E402
+from fleetlablib import cli, common, fleetlock, images, inventory, net, registry, signing  # noqa: E402
 from fleetlablib.cli import build_parser  # noqa: E402
 
 UMOCI_TAG = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
@@ -242,3 +244,46 @@ def test_standin_skopeo_errors_are_one_line():
     assert standin.skopeo_error("plain\nlast line\n") == "last line"
     assert standin.skopeo_base("copy", "signed")[:2] == ["skopeo", "copy"]
     assert standin.skopeo_base("copy", "remote")[:3] == ["skopeo", "--insecure-policy", "copy"]
+
+
+def _run_into_a_closed_pipe(argv, state):
+    """Run lab/fleetlab with stdout a pipe whose reader has already gone (as after
+    `fleetlab ... | head -1`); returns (exit status, stderr)."""
+    fleetlab = Path(__file__).resolve().parents[2] / "lab" / "fleetlab"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, str(fleetlab)] + argv, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+                              env=dict(os.environ, FLEETLAB_STATE=str(state)))
+    finally:
+        os.close(write_end)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["status"], ["journal"], ["image", "list"]])
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path, argv):
+    state = tmp_path / "state"
+    state.mkdir()
+    lab = {"registry": "198.51.100.1:5000", "nodes": {
+        "node%02d" % i: {"index": i, "address": common.node_ip(i), "pool": "workers", "labels": {}}
+        for i in range(1, 4)}}
+    (state / "lab.json").write_text(json.dumps(lab))
+    (state / "journal.jsonl").write_text("".join(
+        json.dumps({"ts": float(i), "event": "boot", "node": "node01"}) + "\n" for i in range(5000)))
+    (state / "images").mkdir()
+    (state / "images" / "built.json").write_text(json.dumps({"fleetos/lab-os:1.0": {
+        "digest": "sha256:" + "0" * 64, "version": "1.0", "commit": "a" * 64}}))
+    rc, stderr = _run_into_a_closed_pipe(argv, state)
+    assert stderr == ""
+    assert rc == 141  # what a shell reports for a command ended by SIGPIPE
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_not_hidden(monkeypatch, capsys):
+    def _fails(_args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "cmd_journal", _fails)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["journal"])
+    capsys.readouterr()

@@ -2,6 +2,7 @@
 
 import json
 import os
+import stat
 import subprocess
 import time
 import uuid
@@ -312,6 +313,59 @@ def test_disk_image_nodes_boot_the_commit_with_a_refspec_origin(lab, tmp_path):
     assert booted["origin"] == "fedora:fedora/x86_64/coreos/stable"
     assert "container-image-reference" not in booted
     assert lab.exec(node, "cat /usr/share/fleetlab/cloud").stdout == "cloud image\n"
+
+
+def _dev_mount(lab, node):
+    """The fields of the node's /dev line in its /proc/self/mountinfo (None: not a mount)."""
+    for line in lab.exec(node, ["cat", "/proc/self/mountinfo"]).stdout.splitlines():
+        fields = line.split()
+        if fields[4] == "/dev":
+            return {"options": fields[5], "fstype": fields[fields.index("-") + 1]}
+    return None
+
+
+def test_a_node_has_a_dev_of_its_own(lab):
+    # One of the nodes test_claim... gives this module (no new node; the same ones each run).
+    node = lab.own_nodes("test_lab", 2)[0]
+    mount = _dev_mount(lab, node)
+    if not mount or mount["fstype"] != "tmpfs":
+        # Booted by an older boot script (a lab that was up before): boot it again.
+        lab.reboot(node)
+        mount = _dev_mount(lab, node)
+    # Never go on unless the node's /dev is its own: the steps below would hit the machine's.
+    assert mount and mount["fstype"] == "tmpfs", mount
+    assert "nosuid" in mount["options"].split(",") and "noexec" in mount["options"].split(",")
+    machine = os.stat("/dev/null")
+    assert stat.S_ISCHR(machine.st_mode)
+    listing = lab.exec(node, "stat -c '%n %F %t:%T' /dev/null /dev/zero /dev/full /dev/random "
+                             "/dev/urandom /dev/tty; readlink /dev/ptmx /dev/fd /dev/stdin /dev/stdout "
+                             "/dev/stderr").stdout.splitlines()
+    assert listing[:6] == ["/dev/null character special file 1:3", "/dev/zero character special file 1:5",
+                           "/dev/full character special file 1:7", "/dev/random character special file 1:8",
+                           "/dev/urandom character special file 1:9", "/dev/tty character special file 5:0"]
+    assert listing[6:] == ["pts/ptmx", "/proc/self/fd", "/proc/self/fd/0", "/proc/self/fd/1", "/proc/self/fd/2"]
+    # sshd and python get ptys from the node's own devpts instance.
+    pty = lab.exec(node, ["python3", "-c", "import os; m, s = os.openpty(); print(os.ttyname(s))"]).stdout
+    assert pty.strip().startswith("/dev/pts/")
+    types = lab.exec(node, "stat -f -c '%T' /dev/pts /dev/shm").stdout.split()
+    assert types == ["devpts", "tmpfs"]
+    try:
+        # What a module that writes /dev/null does: the node's /dev/null becomes a file...
+        lab.exec(node, "rm /dev/null && touch /dev/null && echo written > /dev/null")
+        assert lab.exec(node, "stat -c %F /dev/null; cat /dev/null").stdout.splitlines() == [
+            "regular file", "written"]
+        # ...and the machine's stays the character device it was.
+        after = os.stat("/dev/null")
+        assert stat.S_ISCHR(after.st_mode) and after.st_rdev == machine.st_rdev
+        assert (after.st_dev, after.st_ino) == (machine.st_dev, machine.st_ino)
+        with open("/dev/null", "w") as handle:
+            handle.write("still a sink\n")
+        assert os.path.getsize("/dev/null") == 0
+    finally:
+        # Put the node back as it booted.
+        lab.exec(node, "rm -f /dev/null && mknod -m 0666 /dev/null c 1 3")
+    assert lab.exec(node, "stat -c '%F %t:%T %a' /dev/null").stdout.strip() == "character special file 1:3 666"
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 def test_claim_gives_an_owner_the_same_new_nodes_each_time(lab):
