@@ -13,6 +13,8 @@ polls the boot id at a fixed interval: ansible.builtin.reboot backs off exponent
 
 from __future__ import annotations
 
+import math
+import re
 import time
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -28,6 +30,47 @@ ARGUMENT_SPEC = {
 }
 
 
+# What a boot-time command may print (its last line): a boot id (a UUID) or a boot time.
+BOOT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+BOOT_ID_FORM = "a boot id (a UUID, or up to 128 letters, digits, '-', '_', '.' or ':', on its last line)"
+QUOTE_MAX = 80
+
+
+class BootIdError(AnsibleError):
+    """The boot-time command ran but printed no boot id."""
+
+
+def quote_output(text):
+    """``text`` for a message: control characters escaped, cut to QUOTE_MAX characters."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(shown) > QUOTE_MAX:
+        shown = shown[:QUOTE_MAX - 3] + "..."
+    return "'%s'" % shown
+
+
+def check_arguments(args):
+    """The first problem with the numeric options, as one sentence, or None."""
+    if args["reboot_timeout"] < 1:
+        return "reboot_timeout must be at least 1 second, got %s." % args["reboot_timeout"]
+    if not (math.isfinite(args["poll_interval"]) and args["poll_interval"] > 0):
+        return "poll_interval must be a number of seconds more than 0, got %s." % args["poll_interval"]
+    if args["connect_timeout"] < 1:
+        return "connect_timeout must be at least 1 second, got %s." % args["connect_timeout"]
+    return None
+
+
+def parse_boot_id(stdout):
+    """The boot id in a boot-time command's output, its last non-blank line stripped; or None.
+
+    With a tty (become), ssh mixes the login's messages into stdout before it, so earlier
+    lines are dropped; None when that line does not look like a boot id (BOOT_ID).
+    """
+    lines = [line.strip() for line in to_text(stdout).splitlines() if line.strip()]
+    if lines and BOOT_ID.fullmatch(lines[-1]):
+        return lines[-1]
+    return None
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
@@ -37,14 +80,21 @@ class ActionModule(ActionBase):
     _sleep = staticmethod(time.sleep)
 
     def _boot_id(self, command):
-        """The host's boot id; raises AnsibleConnectionFailure when it cannot be reached."""
+        """The host's boot id; raises AnsibleConnectionFailure when it cannot be reached.
+
+        Raises BootIdError when the command prints no boot id (see parse_boot_id()), and
+        AnsibleError when it fails.
+        """
         res = self._low_level_execute_command(command, sudoable=True)
         if res.get("rc") != 0:
             raise AnsibleError("'%s' failed (rc=%s): %s" % (command, res.get("rc"),
                                                             to_text(res.get("stderr") or res.get("stdout")).strip()))
-        # The last line: with a tty (become), ssh mixes the login's messages into stdout.
-        lines = [line.strip() for line in to_text(res.get("stdout")).splitlines() if line.strip()]
-        return lines[-1] if lines else ""
+        boot_id = parse_boot_id(res.get("stdout"))
+        if boot_id is None:
+            printed = to_text(res.get("stdout")).strip()
+            raise BootIdError("boot_time_command '%s' printed %s and not %s"
+                              % (command, quote_output(printed) if printed else "nothing", BOOT_ID_FORM))
+        return boot_id
 
     def _set_connect_timeout(self, value):
         """Set the connection's timeout; -> the previous value, or None when it has none."""
@@ -72,21 +122,23 @@ class ActionModule(ActionBase):
         if self._connection.transport == "local":
             result.update(failed=True, msg="Refusing to reboot the controller (connection local).")
             return result
+        problem = check_arguments(args)
+        if problem:
+            result.update(failed=True, msg=problem)
+            return result
         if self._task.check_mode:
             result.update(changed=True)
             return result
-        if args["reboot_timeout"] < 1 or args["poll_interval"] <= 0:
-            result.update(failed=True, msg="reboot_timeout must be at least 1 and poll_interval more than 0.")
-            return result
 
+        # A boot id that is not one (login noise, an empty file) would never change: refuse
+        # it before the reboot rather than wait out reboot_timeout after it.
         try:
             before = self._boot_id(args["boot_time_command"])
+        except BootIdError as exc:
+            result.update(failed=True, msg="%s, so the reboot command was not run." % to_text(exc))
+            return result
         except AnsibleError as exc:
             result.update(failed=True, msg="Failed to read the boot id before the reboot: %s" % to_text(exc))
-            return result
-        if not before:
-            result.update(failed=True, msg="Failed to read the boot id before the reboot: '%s' printed nothing"
-                          % args["boot_time_command"])
             return result
         result["boot_id_before"] = before
 
@@ -118,7 +170,7 @@ class ActionModule(ActionBase):
                 except AnsibleError as exc:
                     last_error = to_text(exc)
                 else:
-                    if now and now != before:
+                    if now != before:
                         result.update(changed=True, rebooted=True, went_down=True, boot_id=now,
                                       elapsed=round(self._clock() - start, 2))
                         return result

@@ -21,6 +21,7 @@ import datetime
 import errno
 import os
 import re
+import stat
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
 
@@ -32,6 +33,18 @@ LIST_SEPARATOR = ";"
 _ESCAPES = {"s": " ", "n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 _INVALID_GROUP_CHARS = re.compile(r"[\[\]\x00-\x1f\x7f]")
 _INVALID_KEY_CHARS = re.compile(r"[=\[\]\x00-\x1f\x7f]")
+# Control characters a value may not hold: escape() writes tab, newline and carriage return
+# so that GKeyFile reads them back; any other one (NUL ends a C string, a leading vertical
+# tab or form feed is dropped as whitespace) would not survive.
+_INVALID_VALUE_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A raw value (escaped) may hold a tab but no line break either.
+_INVALID_RAW_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_NAMES = ("NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR",
+                  "SO", "SI", "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB",
+                  "ESC", "FS", "GS", "RS", "US")
+_FILE_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
 
 
 def unescape(value, separator=None):
@@ -116,6 +129,76 @@ def check_key_name(key):
                          "or surrounding whitespace")
 
 
+def describe_char(char):
+    """A character -> ``U+0000 NUL`` (its code point and, for an ASCII control, its name)."""
+    code = ord(char)
+    if code < len(_CONTROL_NAMES):
+        return "U+%04X %s" % (code, _CONTROL_NAMES[code])
+    if code == 0x7F:
+        return "U+007F DEL"
+    return "U+%04X" % code
+
+
+def invalid_value_char(value):
+    """The first character of ``value`` that an origin value may not hold, or None.
+
+    Every ASCII control character but tab, newline and carriage return (which escape()
+    writes as GKeyFile does) is refused.
+    """
+    found = _INVALID_VALUE_CHARS.search(value)
+    return found.group() if found else None
+
+
+def invalid_name_char(name):
+    """The first control character in a group or key name, or None."""
+    found = _CONTROL_CHARS.search(name)
+    return found.group() if found else None
+
+
+def describe_file_type(mode):
+    """An lstat st_mode -> ``a symbolic link``, ``a character device``, ..."""
+    for test, kind in _FILE_KINDS:
+        if test(mode):
+            return kind
+    return "an unknown type of file"
+
+
+def check_regular_file(path, label=None):
+    """lstat ``path``; raise OriginError unless it is a regular file (a symlink is not).
+
+    ``label`` names the file in the message (default ``origin file '<path>'``); OSError
+    from lstat (a missing file) propagates. Returns the lstat result.
+    """
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode, label)
+    return st
+
+
+def _not_regular(path, mode, label=None):
+    return OriginError("%s is not a regular file (%s): ostree_origin edits origin files only"
+                       % (label or "origin file '%s'" % path, describe_file_type(mode)), path=path)
+
+
+def _read_regular(path, label=None):
+    """The bytes of the regular file at ``path``, opened without following a symlink."""
+    check_regular_file(path, label)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):   # replaced between the lstat and the open
+            raise _not_regular(path, st.st_mode, label)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
 class _Line:
     """One line of the file: ``kind`` is comment, group or key; ``end`` its terminator."""
 
@@ -191,11 +274,13 @@ class Origin:
         return cls(lines, name)
 
     @classmethod
-    def read(cls, path):
-        """Read and parse the origin file at ``path``."""
+    def read(cls, path, label=None):
+        """Read and parse the origin file at ``path``, a regular file and not a symlink.
+
+        ``label`` names the file when it is not one (see check_regular_file()).
+        """
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = _read_regular(path, label)
         except OSError as exc:
             raise OriginError("Failed to read origin %s: %s" % (path, exc.strerror or exc), path=path)
         return cls.parse(data, path)
@@ -273,6 +358,9 @@ class Origin:
         check_key_name(key)
         if "\n" in raw or "\r" in raw:
             raise ValueError("a raw value cannot hold a line break")
+        bad = _INVALID_RAW_CHARS.search(raw)
+        if bad:
+            raise ValueError("a raw value cannot hold a control character (%s)" % describe_char(bad.group()))
         found = self._key_lines(group, key)
         if found:
             line = found[-1]
@@ -354,7 +442,7 @@ def _copy_attributes(fd, st, src_path):
     # Keep the SELinux label of the original (libostree labels origin files).
     if hasattr(os, "getxattr"):
         try:
-            label = os.getxattr(src_path, "security.selinux")
+            label = os.getxattr(src_path, "security.selinux", follow_symlinks=False)
         except OSError:
             label = None
         if label is not None:
@@ -403,7 +491,7 @@ def _unlink_quietly(path):
         pass
 
 
-def write_atomic(path, data, backup=False):
+def write_atomic(path, data, backup=False, label=None):
     """Replace the file at ``path`` with ``data`` (bytes), atomically.
 
     A temporary file is created next to it (O_EXCL, same mode, owner and SELinux label
@@ -412,16 +500,19 @@ def write_atomic(path, data, backup=False):
     backup_name(path). Returns the backup path or None. On any failure the original
     file is left as it was, and no temporary file (nor a backup made by this call)
     remains; OriginError is raised.
+
+    ``path`` must be a regular file, not a symlink (checked with lstat before anything
+    is written, else OriginError naming it as ``label``); the rename replaces the
+    directory entry and never follows a symlink.
     """
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     made = []
     try:
-        st = os.stat(path)
+        st = check_regular_file(path, label)
         backup_path = None
         if backup:
-            with open(path, "rb") as handle:
-                original = handle.read()
+            original = _read_regular(path, label)
             backups = (backup_name(path) + ("" if attempt == 0 else ".%d" % attempt) for attempt in range(100))
             backup_path = _write_unique(backups, original, st, path, made, "backup")
         temps = (os.path.join(directory, ".%s.%d.%d.tmp" % (base, os.getpid(), attempt)) for attempt in range(100))

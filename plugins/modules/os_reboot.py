@@ -21,6 +21,8 @@ description:
     about O(poll_interval) seconds rather than after about 16 s; and it gathers no facts.
   - A host that never comes back ends B(failed), not unreachable, with RV(went_down)
     telling whether a check found it down.
+  - When O(boot_time_command) does not print a boot id before the reboot, the task fails
+    and the reboot command is not run.
   - This module is implemented as an action plugin; it runs nothing on the host but the
     two commands.
 author:
@@ -50,22 +52,28 @@ options:
   boot_time_command:
     description:
       - Prints a value that changes on every boot; its last line is compared.
+      - That line must look like a boot id or boot time, a UUID (as
+        C(cat /proc/sys/kernel/random/boot_id) prints) or a token of at most 128 letters,
+        digits, V(-), V(_), V(.) or V(:); earlier lines (login messages that ssh mixes in
+        with a tty) are ignored.
+      - Before the reboot, any other output fails the task without running O(reboot_command);
+        while polling, it counts as not back yet.
     type: str
     default: cat /proc/sys/kernel/random/boot_id
   reboot_timeout:
     description:
-      - Seconds, from the reboot command, to wait for the new boot id.
+      - Seconds, from the reboot command, to wait for the new boot id; at least V(1).
     type: int
     default: 600
   poll_interval:
     description:
-      - Seconds between two reads of the boot id.
+      - Seconds between two reads of the boot id; more than V(0).
     type: float
     default: 1.0
   connect_timeout:
     description:
       - The connection's timeout, in seconds, while the host is polled; the previous value
-        is restored afterwards.
+        is restored afterwards; at least V(1).
     type: int
     default: 5
 requirements:

@@ -59,6 +59,9 @@ options:
   path:
     description:
       - Edit the origin file at this path directly instead of looking up a deployment.
+      - It must be a regular file; a symlink, device, directory or pipe is refused before
+        anything is written (no backup either), in check mode as well. The same holds for
+        the origin file of O(deployment).
       - Mutually exclusive with O(deployment).
     type: path
   sysroot:
@@ -80,6 +83,9 @@ options:
         newline as C(\n), a tab as C(\t), a backslash as C(\\)); a list is written as a
         C(;)-separated list with a trailing C(;), as GKeyFile writes string lists; a
         boolean as C(true) or C(false); a number as its decimal form.
+      - A value holding a control character other than tab, newline or carriage return (a
+        NUL, an escape, ...), or a name holding any control character, is refused before
+        anything changes.
       - An existing key keeps its place; a new key goes after the last key of its group;
         a new group goes at the end of the file.
     type: dict
@@ -212,12 +218,17 @@ from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     Origin,
     check_group_name,
     check_key_name,
+    describe_char,
     escape,
     format_list,
+    invalid_name_char,
+    invalid_value_char,
     write_atomic,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
 
+VALUE_CHARS = "only tab, newline and carriage return are allowed in origin values"
+NAME_CHARS = "group and key names hold no control characters"
 STAGED_REFUSAL = (
     "Refusing to edit the origin of the staged deployment %s because a staged "
     "deployment's origin lives in /run/ostree/staged-deployment until it is finalized, "
@@ -225,8 +236,11 @@ STAGED_REFUSAL = (
 )
 
 
-def split_name(option, name):
-    """``group.key`` -> (group, key), split on the first dot."""
+def split_name(option, name, where):
+    """``group.key`` -> (group, key), split on the first dot; ``where`` names it in a message."""
+    bad = invalid_name_char(name)
+    if bad:
+        raise InvalidInputError("%s %r contains a control character (%s): %s" % (where, name, describe_char(bad), NAME_CHARS))
     group, dot, key = name.partition(".")
     try:
         if not dot:
@@ -238,6 +252,13 @@ def split_name(option, name):
     return group, key
 
 
+def check_text(where, text):
+    """Raise InvalidInputError when ``text`` holds a control character GKeyFile cannot keep."""
+    bad = invalid_value_char(text)
+    if bad:
+        raise InvalidInputError("%s contains a control character (%s): %s" % (where, describe_char(bad), VALUE_CHARS))
+
+
 def raw_value(name, value):
     """A value of the set option -> its raw GKeyFile text."""
     if isinstance(value, bool):
@@ -245,11 +266,15 @@ def raw_value(name, value):
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
+        check_text("set[%r]" % name, value)
         return escape(value)
     if isinstance(value, (list, tuple)):
         if not all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in value):
             raise InvalidInputError("Invalid set value for %s: a list may hold only strings and numbers" % name)
-        return format_list([to_text(item) for item in value])
+        items = [to_text(item) for item in value]
+        for index, item in enumerate(items):
+            check_text("set[%r][%d]" % (name, index), item)
+        return format_list(items)
     raise InvalidInputError("Invalid set value for %s: expected a string, number, boolean or list of strings, "
                             "got %s" % (name, type(value).__name__))
 
@@ -258,9 +283,9 @@ def parse_edits(set_, remove):
     """Validate the options before anything is read: -> ([(group, key, raw)], [(group, key)])."""
     sets = []
     for name, value in set_.items():
-        group, key = split_name("set", name)
+        group, key = split_name("set", name, "set key")
         sets.append((group, key, raw_value(name, value)))
-    removes = [split_name("remove", name) for name in remove]
+    removes = [split_name("remove", name, "remove[%d]" % index) for index, name in enumerate(remove)]
     both = sorted(set("%s.%s" % gk[:2] for gk in sets) & set("%s.%s" % gk for gk in removes))
     if both:
         raise InvalidInputError("Invalid options: %s is both in set and in remove" % ", ".join(both))
@@ -306,9 +331,12 @@ def resolve_deployment(module, deployment, sysroot):
                            % (chosen.get("id"), exc))
 
 
-def edit_origin(path, sets, removes, check_mode, backup):
-    """Read, edit, validate and (unless check_mode) write; -> result dict."""
-    doc = Origin.read(path)
+def edit_origin(path, sets, removes, check_mode, backup, label=None):
+    """Read, edit, validate and (unless check_mode) write; -> result dict.
+
+    ``label`` names the file in the refusal of one that is not a regular file.
+    """
+    doc = Origin.read(path, label)
     before = doc.text()
     for group, key in removes:
         doc.remove(group, key)
@@ -322,7 +350,7 @@ def edit_origin(path, sets, removes, check_mode, backup):
         if not check_mode:
             data = doc.to_bytes()
             backup_file = call_writable(os.path.dirname(os.path.abspath(path)),
-                                        lambda: write_atomic(path, data, backup=backup))
+                                        lambda: write_atomic(path, data, backup=backup, label=label))
             if backup_file:
                 result["backup_file"] = backup_file
     return result
@@ -347,7 +375,10 @@ def main():
         sets, removes = parse_edits(params["set"], params["remove"])
         if path is None:
             path = resolve_deployment(module, params["deployment"], params["sysroot"])
-        result = edit_origin(path, sets, removes, module.check_mode, params["backup"])
+            label = "the origin file '%s' of deployment %s" % (path, params["deployment"])
+        else:
+            label = "path '%s'" % path
+        result = edit_origin(path, sets, removes, module.check_mode, params["backup"], label)
     except FleetosError as exc:
         failure = dict(path=path)
         failure.update(exc.details)

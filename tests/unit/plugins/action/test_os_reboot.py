@@ -15,14 +15,17 @@ from ansible_collections.fleetos.layering.plugins.action import os_reboot
 
 BOOT = "cat /run/lab-boot-id"
 REBOOT = "rpm-ostree finalize-deployment --allow-unlocked abc"
+LASTLOG = "lastlog_openseek: Couldn't stat /var/log/lastlog"
+NOISY_OLD_ID = LASTLOG + "\r\nold-id\r\n"
 
 
 class Host:
     """Answers each command from a script; each poll advances the fake clock by the sleep."""
 
-    def __init__(self, polls, reboot_rc=0):
+    def __init__(self, polls, reboot_rc=0, before=NOISY_OLD_ID):
         self.polls = list(polls)      # per poll: a boot id, or None for unreachable
         self.reboot_rc = reboot_rc
+        self.before = before          # what the boot-time command prints before the reboot
         self.commands = []
         self.now = 100.0
         self.sleeps = []
@@ -32,7 +35,7 @@ class Host:
         if cmd == REBOOT:
             return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: Expected staged base checksum abc" if self.reboot_rc else ""}
         if len(self.commands) == 1:
-            return {"rc": 0, "stdout": "lastlog_openseek: Couldn't stat /var/log/lastlog\r\nold-id\r\n", "stderr": ""}
+            return {"rc": 0, "stdout": self.before, "stderr": ""}
         answer = self.polls.pop(0) if self.polls else "old-id"
         if answer is None:
             raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
@@ -123,3 +126,84 @@ def test_check_mode_and_local_run_nothing(check_mode, transport, failed, changed
     result = run(host, check_mode=check_mode, transport=transport)
     assert bool(result.get("failed")) is failed and result["changed"] is changed
     assert host.commands == []
+
+
+# --- the boot id is checked before the reboot -----------------------------------------------------
+
+FORM = "a boot id (a UUID, or up to 128 letters, digits, '-', '_', '.' or ':', on its last line)"
+LONG = "x" * 129
+
+
+@pytest.mark.parametrize("stdout, printed", [
+    ("", "nothing"),
+    ("\r\n\n", "nothing"),
+    (LASTLOG + "\r\n", "'%s'" % LASTLOG),
+    ("Last login: Mon Jan  1 00:00:00 2024\n" + LASTLOG + "\n", "'Last login: Mon Jan  1 00:00:00 2024\\nlastlog_openseek: Couldn't stat /var/lo...'"),
+    ("old-id\n" + LASTLOG + "\n", "'old-id\\n%s'" % LASTLOG),
+    (LONG + "\n", "'%s...'" % ("x" * 77)),
+    ("two words\n", "'two words'"),
+    ("id/with/slash\n", "'id/with/slash'"),
+    ("id\x00nul\n", "'id\\x00nul'"),
+    ("id\ttab\n", "'id\\ttab'"),
+])
+def test_a_boot_id_that_is_not_one_is_refused_before_the_reboot(stdout, printed):
+    host = Host(["new-id"], before=stdout)
+    result = run(host)
+    assert result["failed"] is True
+    assert result["msg"] == "boot_time_command '%s' printed %s and not %s, so the reboot command was not run." % (BOOT, printed, FORM)
+    assert host.commands == [BOOT]          # the reboot command never ran
+    assert host.sleeps == []
+    assert result["rebooted"] is False and result["changed"] is False and result["boot_id_before"] is None
+
+
+@pytest.mark.parametrize("stdout, boot_id", [
+    ("5b2c6f0e-3c1a-4a70-9d5e-1b0c2f8e9a11\n", "5b2c6f0e-3c1a-4a70-9d5e-1b0c2f8e9a11"),
+    ("  1733011200.25  \n", "1733011200.25"),
+    ("boot:2024_12_01-a.b\n", "boot:2024_12_01-a.b"),
+    ("y" * 128, "y" * 128),
+    (LASTLOG + "\r\n5b2c6f0e-3c1a-4a70-9d5e-1b0c2f8e9a11\r\n", "5b2c6f0e-3c1a-4a70-9d5e-1b0c2f8e9a11"),
+])
+def test_boot_ids_that_look_like_one_are_accepted(stdout, boot_id):
+    host = Host(["new-id"], before=stdout)
+    result = run(host)
+    assert not result.get("failed"), result
+    assert result["boot_id_before"] == boot_id
+    assert result["boot_id"] == "new-id"
+    assert host.commands == [BOOT, REBOOT, BOOT]
+
+
+def test_noise_after_the_reboot_is_not_a_new_boot_id():
+    host = Host([LASTLOG, "", "new-id"])
+    result = run(host, poll_interval=1)
+    assert not result.get("failed"), result
+    assert result["boot_id"] == "new-id"
+    assert host.commands == [BOOT, REBOOT, BOOT, BOOT, BOOT]
+
+
+def test_noise_until_the_timeout_names_it():
+    host = Host([LASTLOG] * 10)
+    result = run(host, reboot_timeout=3, poll_interval=1)
+    assert result["failed"] is True and result["rebooted"] is False and result["boot_id"] is None
+    assert result["msg"] == ("The host did not come back with a new boot id within 3 s of the reboot command (last check: "
+                             "boot_time_command '%s' printed '%s' and not %s)" % (BOOT, LASTLOG, FORM))
+
+
+# --- numeric options -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    ({"reboot_timeout": 0}, "reboot_timeout must be at least 1 second, got 0."),
+    ({"reboot_timeout": -5}, "reboot_timeout must be at least 1 second, got -5."),
+    ({"poll_interval": 0}, "poll_interval must be a number of seconds more than 0, got 0.0."),
+    ({"poll_interval": -0.5}, "poll_interval must be a number of seconds more than 0, got -0.5."),
+    ({"poll_interval": "nan"}, "poll_interval must be a number of seconds more than 0, got nan."),
+    ({"poll_interval": "inf"}, "poll_interval must be a number of seconds more than 0, got inf."),
+    ({"connect_timeout": 0}, "connect_timeout must be at least 1 second, got 0."),
+    ({"connect_timeout": -1}, "connect_timeout must be at least 1 second, got -1."),
+])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_bad_numbers_are_refused_before_anything_runs(args, message, check_mode):
+    host = Host(["new-id"])
+    result = run(host, check_mode=check_mode, **args)
+    assert result["failed"] is True and result["changed"] is False
+    assert result["msg"] == message
+    assert host.commands == [] and host.sleeps == []

@@ -344,3 +344,190 @@ def test_write_atomic_read_only_names_cause(tmp_path, monkeypatch):
     assert info.value.msg == ("Failed to write origin %s: Read-only file system "
                               "(the sysroot is mounted read-only)" % target)
     assert target.read_bytes() == b"[origin]\n"
+
+
+# --- only regular files ---------------------------------------------------------------------------
+
+ORIGINAL = b"[origin]\nrefspec=a:b\n"
+
+
+def _symlink(tmp_path):
+    real = tmp_path / "real.origin"
+    real.write_bytes(ORIGINAL)
+    link = tmp_path / "abc.0.origin"
+    link.symlink_to(real.name)
+    return link
+
+
+def _dangling_symlink(tmp_path):
+    link = tmp_path / "abc.0.origin"
+    link.symlink_to("nowhere.origin")
+    return link
+
+
+def _directory(tmp_path):
+    path = tmp_path / "abc.0.origin"
+    path.mkdir()
+    return path
+
+
+def _fifo(tmp_path):
+    path = tmp_path / "abc.0.origin"
+    os.mkfifo(path)
+    return path
+
+
+def _char_device(tmp_path):
+    path = tmp_path / "abc.0.origin"
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))   # like /dev/null
+    except (OSError, AttributeError) as exc:
+        pytest.skip("cannot make a device node here: %s" % exc)
+    return path
+
+
+NOT_REGULAR = [
+    (_symlink, "a symbolic link"),
+    (_dangling_symlink, "a symbolic link"),
+    (_directory, "a directory"),
+    (_fifo, "a named pipe"),
+    (_char_device, "a character device"),
+]
+
+
+def _snapshot(tmp_path):
+    """{name: (file type, bytes or link target)} for every entry of tmp_path."""
+    out = {}
+    for entry in tmp_path.iterdir():
+        st = entry.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            out[entry.name] = ("link", os.readlink(entry))
+        elif stat.S_ISREG(st.st_mode):
+            out[entry.name] = ("file", entry.read_bytes())
+        else:
+            out[entry.name] = (stat.S_IFMT(st.st_mode), st.st_ino)
+    return out
+
+
+@pytest.mark.parametrize("make, kind", NOT_REGULAR)
+def test_read_refuses_what_is_not_a_regular_file(tmp_path, make, kind):
+    path = make(tmp_path)
+    with pytest.raises(OriginError) as info:
+        Origin.read(str(path))
+    assert info.value.msg == "origin file '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
+    with pytest.raises(OriginError) as labelled:
+        Origin.read(str(path), "path '%s'" % path)
+    assert labelled.value.msg == "path '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
+
+
+@pytest.mark.parametrize("make, kind", NOT_REGULAR)
+@pytest.mark.parametrize("backup", [False, True])
+def test_write_atomic_refuses_what_is_not_a_regular_file(tmp_path, make, kind, backup):
+    path = make(tmp_path)
+    before = _snapshot(tmp_path)
+    with pytest.raises(OriginError) as info:
+        write_atomic(str(path), b"[origin]\nrefspec=c:d\n", backup=backup, label="path '%s'" % path)
+    assert info.value.msg == "path '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
+    assert _snapshot(tmp_path) == before      # no temporary file, no backup, the link and its target as they were
+
+
+def test_read_opens_without_following_a_symlink(tmp_path, monkeypatch):
+    # A symlink put in place between the lstat check and the open is not followed.
+    link = _symlink(tmp_path)
+    monkeypatch.setattr(_origin, "check_regular_file", lambda path, label=None: None)
+    with pytest.raises(OriginError) as info:
+        Origin.read(str(link))
+    assert info.value.msg == "Failed to read origin %s: Too many levels of symbolic links" % link
+
+
+def test_read_checks_the_opened_file_too(tmp_path, monkeypatch):
+    # A named pipe put in place between the lstat check and the open is refused, without blocking.
+    fifo = _fifo(tmp_path)
+    monkeypatch.setattr(_origin, "check_regular_file", lambda path, label=None: None)
+    with pytest.raises(OriginError) as info:
+        Origin.read(str(fifo))
+    assert info.value.msg == "origin file '%s' is not a regular file (a named pipe): ostree_origin edits origin files only" % fifo
+
+
+def test_write_atomic_keeps_a_regular_file_regular(tmp_path):
+    target = tmp_path / "abc.0.origin"
+    target.write_bytes(ORIGINAL)
+    write_atomic(str(target), b"[origin]\nrefspec=c:d\n")
+    assert stat.S_ISREG(target.lstat().st_mode)
+    assert _origin.check_regular_file(str(target)).st_size == len(b"[origin]\nrefspec=c:d\n")
+
+
+# --- control characters ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("char, described", [
+    ("\x00", "U+0000 NUL"),
+    ("\x01", "U+0001 SOH"),
+    ("\t", "U+0009 HT"),
+    ("\n", "U+000A LF"),
+    ("\x0b", "U+000B VT"),
+    ("\x1b", "U+001B ESC"),
+    ("\x1f", "U+001F US"),
+    ("\x7f", "U+007F DEL"),
+    ("\u00e9", "U+00E9"),
+])
+def test_describe_char(char, described):
+    assert _origin.describe_char(char) == described
+
+
+@pytest.mark.parametrize("value, bad", [
+    ("plain", None),
+    ("tab\tinside", None),
+    ("\tleading tab", None),
+    ("line\nbreak", None),
+    ("carriage\rreturn", None),
+    ("caf\u00e9 \u2603", None),
+    ("nul\x00", "\x00"),
+    ("\x00", "\x00"),
+    ("bell\x07", "\x07"),
+    ("backspace\x08", "\x08"),
+    ("\x0bvertical tab", "\x0b"),
+    ("\x0cform feed", "\x0c"),
+    ("esc\x1b[31m", "\x1b"),
+    ("ok\tthen\x1f", "\x1f"),
+    ("del\x7f", "\x7f"),
+])
+def test_invalid_value_char(value, bad):
+    assert _origin.invalid_value_char(value) == bad
+
+
+@pytest.mark.parametrize("name, bad", [
+    ("origin.refspec", None),
+    ("origin.a\tb", "\t"),
+    ("origin.a\x00b", "\x00"),
+    ("x\x7f.k", "\x7f"),
+])
+def test_invalid_name_char(name, bad):
+    assert _origin.invalid_name_char(name) == bad
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("nul\x00", "a raw value cannot hold a control character (U+0000 NUL)"),
+    ("esc\x1b", "a raw value cannot hold a control character (U+001B ESC)"),
+    ("\x0bv", "a raw value cannot hold a control character (U+000B VT)"),
+    ("del\x7f", "a raw value cannot hold a control character (U+007F DEL)"),
+    ("line\nbreak", "a raw value cannot hold a line break"),
+])
+def test_set_value_refuses_control_characters(raw, message):
+    doc = Origin.parse("[a]\nk=1\n", "/x.origin")
+    with pytest.raises(ValueError) as info:
+        doc.set_value("a", "k", raw)
+    assert str(info.value) == message
+    assert doc.text() == "[a]\nk=1\n"
+
+
+@pytest.mark.parametrize("value, line", [
+    ("a\tb", "k=a\tb"),
+    ("\ta", "k=\\ta"),
+    ("a\nb", "k=a\\nb"),
+    ("a\rb", "k=a\\rb"),
+])
+def test_set_string_writes_allowed_controls_as_gkeyfile_does(value, line):
+    doc = Origin.parse("[a]\nk=1\n", "/x.origin")
+    assert doc.set_string("a", "k", value) is True
+    assert doc.text() == "[a]\n%s\n" % line
+    assert Origin.parse(doc.text(), "/x.origin").get_string("a", "k") == value

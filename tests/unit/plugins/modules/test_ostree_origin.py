@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -201,3 +203,107 @@ def test_rpm_ostree_failure_keeps_output(fake, sysroot):
     assert result["msg"] == "Failed to list the deployments with rpm-ostree status: Connection refused."
     assert (result["rc"], result["stderr"], result["cmd"]) == (1, "error: Connection refused",
                                                                ["/usr/bin/rpm-ostree", "status", "--json"])
+
+
+# --- only regular files, no control characters -------------------------------------------------
+
+def _snapshot(directory):
+    """{name: (file type, bytes or link target)} for every entry of directory."""
+    out = {}
+    for entry in directory.iterdir():
+        st = entry.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            out[entry.name] = ("link", os.readlink(entry))
+        elif stat.S_ISREG(st.st_mode):
+            out[entry.name] = ("file", entry.read_bytes())
+        else:
+            out[entry.name] = (stat.S_IFMT(st.st_mode), st.st_ino)
+    return out
+
+
+def _symlink(tmp_path):
+    (tmp_path / "real.origin").write_text(CONTAINER)
+    (tmp_path / "x.origin").symlink_to("real.origin")
+
+
+def _directory(tmp_path):
+    (tmp_path / "x.origin").mkdir()
+
+
+def _fifo(tmp_path):
+    os.mkfifo(tmp_path / "x.origin")
+
+
+def _char_device(tmp_path):
+    try:
+        os.mknod(tmp_path / "x.origin", 0o666 | stat.S_IFCHR, os.makedev(1, 3))   # a /dev/null of its own
+    except (OSError, AttributeError) as exc:
+        pytest.skip("cannot make a device node here: %s" % exc)
+
+
+@pytest.mark.parametrize("make, kind", [
+    (_symlink, "a symbolic link"),
+    (_directory, "a directory"),
+    (_fifo, "a named pipe"),
+    (_char_device, "a character device"),
+])
+@pytest.mark.parametrize("check_mode", [False, True])
+@pytest.mark.parametrize("backup", [False, True])
+def test_path_must_be_a_regular_file(tmp_path, fake, make, kind, check_mode, backup):
+    make(tmp_path)
+    path = tmp_path / "x.origin"
+    before = _snapshot(tmp_path)
+    result = _run({"path": str(path), "set": {"origin.k": "v"}, "backup": backup}, check_mode=check_mode, expect=FailJson)
+    assert result["msg"] == "path '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
+    assert result["path"] == str(path)
+    assert _snapshot(tmp_path) == before     # nothing replaced, no temporary file, no backup
+
+
+def test_deployment_origin_must_be_a_regular_file(fake, sysroot):
+    deploy = sysroot / "ostree" / "deploy" / "fedora-coreos" / "deploy"
+    origin = deploy / ("%s.0.origin" % CHECKSUM_A)
+    origin.unlink()
+    origin.symlink_to("%s.1.origin" % CHECKSUM_B)
+    before = _snapshot(deploy)
+    fake["results"] = [(0, _status(_dep(CHECKSUM_A, 0, booted=True), _dep(CHECKSUM_B, 1)), "")]
+    result = _run({"sysroot": str(sysroot), "set": {"origin.k": "v"}, "backup": True}, expect=FailJson)
+    assert result["msg"] == ("the origin file '%s' of deployment booted is not a regular file (a symbolic link): "
+                             "ostree_origin edits origin files only" % origin)
+    assert _snapshot(deploy) == before
+
+
+CONTROL_MSG = "contains a control character (%s): only tab, newline and carriage return are allowed in origin values"
+NAME_MSG = "contains a control character (%s): group and key names hold no control characters"
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"set": {"origin.custom-description": "a\x00b"}}, "set['origin.custom-description'] " + CONTROL_MSG % "U+0000 NUL"),
+    ({"set": {"origin.custom-description": "\x00"}}, "set['origin.custom-description'] " + CONTROL_MSG % "U+0000 NUL"),
+    ({"set": {"origin.k": "red\x1b[31m"}}, "set['origin.k'] " + CONTROL_MSG % "U+001B ESC"),
+    ({"set": {"origin.k": "\x0bv"}}, "set['origin.k'] " + CONTROL_MSG % "U+000B VT"),
+    ({"set": {"origin.k": "v\x7f"}}, "set['origin.k'] " + CONTROL_MSG % "U+007F DEL"),
+    ({"set": {"origin.ok": "v", "origin.k": "tab\tok\x01"}}, "set['origin.k'] " + CONTROL_MSG % "U+0001 SOH"),
+    ({"set": {"packages.requested": ["htop", "tm\x00ux"]}}, "set['packages.requested'][1] " + CONTROL_MSG % "U+0000 NUL"),
+    ({"set": {"origin.a\x00b": "v"}}, "set key 'origin.a\\x00b' " + NAME_MSG % "U+0000 NUL"),
+    ({"set": {"origin.k\n": "v"}}, "set key 'origin.k\\n' " + NAME_MSG % "U+000A LF"),
+    ({"set": {"ori\tgin.k": "v"}}, "set key 'ori\\tgin.k' " + NAME_MSG % "U+0009 HT"),
+    ({"remove": ["origin.k", "origin.\x1bk"]}, "remove[1] 'origin.\\x1bk' " + NAME_MSG % "U+001B ESC"),
+])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_control_characters_are_refused(origin_file, fake, args, message, check_mode):
+    before = _snapshot(origin_file.parent)
+    result = _run(dict(args, path=str(origin_file), backup=True), check_mode=check_mode, expect=FailJson)
+    assert result["msg"] == message
+    assert _snapshot(origin_file.parent) == before
+    assert origin_file.read_text() == CONTAINER
+
+
+@pytest.mark.parametrize("value, line", [
+    ("a\tb", "k=a\tb"),
+    ("\ta", "k=\\ta"),
+    ("a\r\nb", "k=a\\r\\nb"),
+])
+def test_tab_newline_and_carriage_return_are_escaped(origin_file, fake, value, line):
+    result = _run({"path": str(origin_file), "set": {"origin.k": value}})
+    assert result["changed"] is True
+    assert origin_file.read_text() == CONTAINER.replace(REFERENCE + "\n", REFERENCE + "\n" + line + "\n")
