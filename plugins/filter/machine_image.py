@@ -38,6 +38,21 @@ def resolve_machine_image(machine_images, host, labels=None, pool_image=None, de
         raise AnsibleFilterError(exc.msg) from None
 
 
+def machine_image_warnings(machine_images, hosts):
+    """Filter: sentences about objects that cannot apply, e.g. a nodeName naming no inventory host.
+
+    An invalid set gives no warning: the hosts' resolution reports it as an error.
+    """
+    try:
+        images = MachineImageSet(machine_images).images
+    except FleetosError:
+        return []
+    known = frozenset(hosts or ())
+    return ["%s names %s in spec.nodeName, which is not a host of the inventory; it applies to no host"
+            % (image.where, image.node_name)
+            for image in images if image.node_name is not None and image.node_name not in known]
+
+
 def match_label_selector(labels, selector):
     """Filter: True when the node labels match a Kubernetes label selector."""
     try:
@@ -54,4 +69,5 @@ class FilterModule:
             "machine_image_manifests": machine_image_manifests,
             "resolve_machine_image": resolve_machine_image,
             "match_label_selector": match_label_selector,
+            "machine_image_warnings": machine_image_warnings,
         }

@@ -213,7 +213,9 @@ def rollout_report_markdown(report):
 
 
 # Every final status a host can have, in report order.
-_STATUSES = ("activated", "unchanged", "failed", "stage_failed", "not_activated", "skipped")
+_STATUSES = ("activated", "unchanged", "staged", "failed", "plan_failed", "stage_failed", "not_activated", "skipped")
+# A host of the play that has no plan: it was unreachable, or its play stopped before the plan.
+NO_PLAN = "no plan: the host was unreachable, or its play stopped before the plan"
 
 _COLORS = {"stage": "#8ab4f8", "reboot": "#f28b82", "verify": "#81c995", "rollback": "#fbbc04"}
 
@@ -283,12 +285,15 @@ def _num(value):
     return None if value is None or value == "" else float(value)
 
 
-def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_at_text=None):
+def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_at_text=None, activate=True):
     """Build the rollout report from each host's variables (``hostvars[host]``).
 
     Reads ``inventory_hostname``, ``__fleetos_rollout_plan`` (action, pool, image,
     target and old digests, reason), ``os_stage_result`` and ``os_activate_result``;
     ``summary`` is ``os_activate_summary`` (waves, started, budgets, stop_reason).
+    A host without a plan is ``plan_failed``. With ``activate`` false (stage only), a
+    host staged as planned is ``staged``, and a run that staged and failed nothing has
+    the result ``staged``.
     """
     if not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("rollout_report: the input must be a list of host variable mappings")
@@ -312,9 +317,12 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         if stage:
             row.update(stage_start=_num(stage.get("stage_start")), staged_at=_num(stage.get("staged_at")),
                        stage_changed=bool(stage.get("changed")), fetched_blobs=int(stage.get("fetched_blobs") or 0))
-        if action in ("skipped", "unchanged", "pin", "error"):
+        if not plan:
+            row.update(status="plan_failed", reason=NO_PLAN)
+        elif action in ("skipped", "unchanged", "pin", "error"):
             # A pinned host was already booted on the image's commit: its origin was rewritten, no reboot.
-            row["status"] = {"skipped": "skipped", "unchanged": "unchanged", "pin": "unchanged", "error": "failed"}[action]
+            row["status"] = {"skipped": "skipped", "unchanged": "unchanged", "pin": "unchanged",
+                             "error": "plan_failed"}[action]
         elif stage and stage.get("status") != "staged":
             row["status"] = "stage_failed"
             row["reason"] = "stage failed, never rebooted: %s" % stage.get("error")
@@ -336,6 +344,9 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
                 row["reason"] = act.get("reason") or "unreachable during the activation; its budget slot stays taken"
                 if act.get("status") == "started":
                     row["slot_held"] = True
+        elif not activate and not summary.get("stop_reason"):
+            row["status"] = "staged"
+            row["reason"] = "staged for the next boot; activation was not requested (fleetos_rollout_activate: false)"
         else:
             row["status"] = "not_activated"
             row["reason"] = "staged, not activated: %s" % (summary.get("stop_reason") or "activation was not requested")
@@ -351,10 +362,11 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         pool = pools.setdefault(row["pool"] or "-", empty)
         pool["hosts"] += 1
         pool["counts"][row["status"]] += 1
-    bad = [r for r in rows if r["status"] in ("failed", "stage_failed", "not_activated")]
+    bad = [r for r in rows if r["status"] in ("failed", "plan_failed", "stage_failed", "not_activated")]
+    staged = [r for r in rows if r["status"] == "staged"]
     return {
         "started_at": _num(started_at), "started_at_text": started_at_text, "ended_at": _num(ended_at),
-        "result": "failed" if bad else "success",
+        "result": "failed" if bad else "staged" if staged else "success",
         "stop_reason": summary.get("stop_reason"),
         "max_failures": summary.get("max_failures"),
         "waves": summary.get("waves") or [],

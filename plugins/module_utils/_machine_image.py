@@ -43,6 +43,7 @@ SOURCES = ("nodeName", "selector", "pool")
 
 _SPEC_KEYS = ("image", "nodeName", "nodeSelector", "pullSecret", "transport", "paused", "allowTag")
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
+_METADATA_KEYS = ("name", "labels", "annotations")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -114,6 +115,9 @@ def validate(obj, index=0):
         fail("kind", "%r is not %s" % (obj.get("kind"), KIND))
     if not isinstance(metadata, dict):
         fail("metadata", "must be a mapping with a name")
+    unknown = sorted(str(k) for k in metadata if k not in _METADATA_KEYS)
+    if unknown:
+        fail("metadata." + unknown[0], "is not a MachineImage metadata field; allowed: %s" % ", ".join(_METADATA_KEYS))
     if not shown:
         fail("metadata.name", "must be a non-empty string")
     if len(raw_name) > 253 or not _NAME_RE.match(raw_name):

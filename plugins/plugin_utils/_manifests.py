@@ -15,6 +15,38 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import Fl
 from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import DEFINED_IN_ANNOTATION
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping gives one key twice (PyYAML would keep the last one silently)."""
+
+
+class _StrictLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+
+
+def _strict_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    seen = {}
+    for key_node, dummy in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:
+            continue  # an unhashable key: the constructor below names it
+        if first is not None:
+            raise DuplicateKeyError("line %d: the key %r appears twice in one mapping (first on line %d); give each "
+                                    "key once" % (key_node.start_mark.line + 1, key, first))
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def load_documents(text):
+    """Every YAML document of ``text``, read safely; a key given twice in a mapping is an error."""
+    return list(yaml.load_all(text, Loader=_StrictLoader))  # nosec: a SafeLoader subclass
+
+
 def parse_manifests(contents, names):
     """Parse YAML texts (one or many documents each) into MachineImage objects.
 
@@ -31,7 +63,7 @@ def parse_manifests(contents, names):
     objects = []
     for text, name in zip(contents, names):
         try:
-            documents = list(yaml.safe_load_all(str(text)))
+            documents = load_documents(str(text))
         except yaml.YAMLError as exc:
             raise FleetosError("%s is not valid YAML: %s" % (name, " ".join(str(exc).split()))) from None
         for number, document in enumerate(documents, start=1):

@@ -10,6 +10,7 @@ so it runs with `-e fleetos_plan_read_status=false` and contacts no host.
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -126,3 +127,20 @@ def test_plan_on_the_example(tmp_path, with_inventory_plugin):
         "edge-03": ("pool", None, False, False),
     }
     assert "| db-03 | db |" in (tmp_path / "plan.md").read_text()
+
+
+def test_plan_warns_about_a_node_name_that_is_no_host(tmp_path):
+    """A MachineImage whose nodeName is a typo applies to no host: a warning in the plan, not an error."""
+    manifests = tmp_path / "machine_images"
+    shutil.copytree(EXAMPLE / "machine_images", manifests)
+    (manifests / "typo.yaml").write_text(
+        "apiVersion: fleetos.io/v1alpha1\nkind: MachineImage\nmetadata: {name: db-3-typo}\n"
+        "spec: {image: 'registry.example.com/fleetos/db-os@sha256:%s', nodeName: db-3}\n" % ("a" * 64))
+    proc, rows = plan(tmp_path, "-i", str(EXAMPLE / "hosts.yml"), "-e", "fleetos_plan_read_status=false",
+                      "-e", "machine_image_manifests_dir=%s" % manifests)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    warning = ("machine_images/typo.yaml document 1 (MachineImage 'db-3-typo') names db-3 in spec.nodeName, "
+               "which is not a host of the inventory; it applies to no host")
+    assert json.loads((tmp_path / "plan.json").read_text())["warnings"] == [warning]
+    assert "Warning: %s" % warning in (tmp_path / "plan.md").read_text()
+    assert rows["db-03"]["name"] == "db-03-hotfix"

@@ -148,7 +148,7 @@ def test_signed_transports_are_staged_exactly_as_asked(lab, fleet):
     # Unsigned under a signed transport: the stage fails, nothing is staged, nothing rebooted.
     assert _deployment(fleet.status(unsigned_node), "staged") is None
     assert proc.hosts[unsigned_node]["status"] == "stage_failed", proc.stdout[-3000:]
-    assert proc.hosts[remote_node]["status"] == proc.hosts[signed_node]["status"] == "not_activated"
+    assert proc.hosts[remote_node]["status"] == proc.hosts[signed_node]["status"] == "staged"
     assert fleet.reboots(proc.events) == []
 
     # An unsigned image under the remote transport fails too; so does a wrong key under either.
@@ -164,6 +164,12 @@ def test_signed_transports_are_staged_exactly_as_asked(lab, fleet):
         assert _deployment(fleet.status(node), "staged") is None, node
         assert proc.hosts[node]["status"] == "stage_failed", (node, proc.hosts[node])
     assert fleet.reboots(proc.events) == []
+
+    # Stage only, everything as asked: the run succeeds with the result "staged".
+    proc = fleet.play(ROLLOUT, [machine_image("signed", signed_node, signed_image, "ostree-image-signed")],
+                      "--limit", "%s,localhost" % signed_node, "-e", "fleetos_rollout_activate=false")
+    assert (proc.returncode, proc.report["result"], proc.hosts[signed_node]["status"]) == (0, "staged", "staged")
+    fleet.reset()
 
 
 def test_a_multi_arch_tag_is_rolled_out_once_and_a_following_host_is_left_alone(lab, fleet):

@@ -116,3 +116,17 @@ def test_example_inventory_resolves_as_documented():
     }
     assert result["db-03"]["transport"] == "ostree-image-signed"
     assert result["web-04"]["pull_secret"] == "example_registry_pull_secret"
+
+
+def test_machine_image_warnings_names_a_node_name_that_is_no_host():
+    objects = [
+        {"apiVersion": "fleetos.io/v1alpha1", "kind": "MachineImage", "metadata": {"name": "typo"},
+         "spec": {"image": "reg.example.com/os@sha256:" + "a" * 64, "nodeName": "web-O1"}},
+        {"apiVersion": "fleetos.io/v1alpha1", "kind": "MachineImage", "metadata": {"name": "ok"},
+         "spec": {"image": "reg.example.com/os@sha256:" + "a" * 64, "nodeName": "web-02"}},
+    ]
+    warn = FilterModule().filters()["machine_image_warnings"]
+    assert warn(objects, ["web-01", "web-02"]) == [
+        "machine_images[0] (MachineImage 'typo') names web-O1 in spec.nodeName, which is not a host of the "
+        "inventory; it applies to no host"]
+    assert warn(objects + [{"kind": "Broken"}], ["web-01"]) == []

@@ -206,3 +206,31 @@ def test_filters_registered():
     names = set(rollout.FilterModule().filters())
     assert names == {"rollout_budget", "rollout_next_wave", "rollout_pool_budgets", "rollout_waves",
                      "rollout_report", "rollout_report_markdown", "rollout_timeline_svg"}
+
+
+def test_a_failed_plan_and_a_host_without_a_plan_are_plan_failed():
+    fleet = [
+        {"inventory_hostname": "n1", "__fleetos_rollout_plan": _plan("n1", "a", "error")},
+        # Unreachable before its plan: it still has a row, with the cause.
+        {"inventory_hostname": "n2"},
+        {"inventory_hostname": "n3", "__fleetos_rollout_plan": _plan("n3", "a", "pin")},
+    ]
+    report = rollout.rollout_report(fleet, {})
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert (rows["n1"]["status"], rows["n2"]["status"], rows["n3"]["status"]) == ("plan_failed", "plan_failed", "unchanged")
+    assert rows["n2"]["reason"] == rollout.NO_PLAN
+    assert (report["result"], report["counts"]["plan_failed"]) == ("failed", 2)
+
+
+def test_stage_only_reports_staged_hosts_and_the_result_staged():
+    fleet = _fleet()
+    staged_only = [fleet[3], fleet[5]]  # n4 staged and not activated, n6 unchanged
+    report = rollout.rollout_report(staged_only, {"started": [], "waves": []}, activate=False)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert (rows["n4"]["status"], report["result"], report["counts"]["staged"]) == ("staged", "staged", 1)
+    assert "activation was not requested" in rows["n4"]["reason"]
+    # A stage that failed still fails the run; a stopped rollout's staged hosts are not_activated.
+    assert rollout.rollout_report([fleet[3], fleet[4]], {}, activate=False)["result"] == "failed"
+    stopped = rollout.rollout_report([fleet[3]], {"stop_reason": "2 activation(s) failed"}, activate=False)
+    assert (stopped["hosts"][0]["status"], stopped["result"]) == ("not_activated", "failed")
+    assert "| staged |" in rollout.rollout_report_markdown(report)
