@@ -122,8 +122,20 @@ class InvalidReferenceError(InvalidInputError):
         self.cause = cause
 
 
+# A value echoed in a message is cut to this many characters, so that a huge input gives a short sentence.
+SHOWN_MAX = 120
+
+
+def shown(value, limit=SHOWN_MAX):
+    """``value`` for a message: itself when short, else the start of its text and its length."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return value
+    return "%s... (%d characters)" % (text[:limit - 24], len(text))
+
+
 def _bad(whole, cause):
-    return InvalidReferenceError("image reference '%s'" % (whole,), cause)
+    return InvalidReferenceError("image reference '%s'" % (shown(whole),), cause)
 
 
 @dataclass(frozen=True)
@@ -350,7 +362,7 @@ def _check_registry(registry, whole):
         if cause is None and port is not None and not 0 < int(port) < 65536:
             cause = "port %s is not between 1 and 65535" % port
     if cause is not None:
-        raise _bad(whole, "has an invalid registry '%s': %s" % (registry, cause))
+        raise _bad(whole, "has an invalid registry '%s': %s" % (shown(registry, 60), cause))
 
 
 def parse_name(text, whole=None):
@@ -371,7 +383,7 @@ def parse_name(text, whole=None):
         text, tag = text[:last_colon], text[last_colon + 1:]
         if not _TAG_RE.match(tag):
             raise _bad(whole, "has an invalid tag '%s': expected up to 128 letters, digits, '_', '.' or '-', "
-                              "not starting with '.' or '-'" % tag)
+                              "not starting with '.' or '-'" % shown(tag, 60))
     first, sep, rest = text.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
         registry, repository, implicit = first, rest, False
@@ -383,7 +395,7 @@ def parse_name(text, whole=None):
     for component in repository.split("/"):
         if not _PATH_COMPONENT_RE.match(component):
             raise _bad(whole, "has an invalid repository '%s': expected lowercase letters, digits and separators "
-                              "('.', '_', '__', '-') in each '/'-separated component" % repository)
+                              "('.', '_', '__', '-') in each '/'-separated component" % shown(repository, 60))
     return registry, repository, tag, digest, implicit
 
 

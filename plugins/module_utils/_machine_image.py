@@ -139,7 +139,7 @@ def validate(obj, index=0):
     try:
         ref = _image_ref.parse_image(image, transport_field="spec.transport")
     except _image_ref.InvalidReferenceError as exc:
-        fail("spec.image", "%r %s" % (image, exc.cause))
+        fail("spec.image", "%r %s" % (_image_ref.shown(image), exc.cause))
     if not ref.pinned and not spec.get("allowTag", False):
         fail("spec.image", "%r is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true "
              "to allow a tag" % image)
@@ -161,7 +161,7 @@ def validate(obj, index=0):
     try:
         transport = _image_ref.parse_transport(spec.get("transport"), field="spec.transport")
     except _image_ref.InvalidReferenceError as exc:
-        fail("spec.transport", "%r %s" % (spec.get("transport"), exc.cause))
+        fail("spec.transport", "%r %s" % (_image_ref.shown(spec.get("transport")), exc.cause))
     return MachineImage(raw_name, defined_in, spec, selector, ref, transport)
 
 
@@ -287,7 +287,7 @@ class MachineImageSet:
             try:
                 ref = _image_ref.parse_image(pool_image, transport_field="fleetos_pool_transport")
             except _image_ref.InvalidReferenceError as exc:
-                raise InvalidInputError("host %s: fleetos_pool_image %r %s" % (host, pool_image, exc.cause),
+                raise InvalidInputError("host %s: fleetos_pool_image %r %s" % (host, _image_ref.shown(pool_image), exc.cause),
                                         field="fleetos_pool_image", host=host) from None
             if not ref.pinned:
                 raise InvalidInputError(
@@ -296,7 +296,7 @@ class MachineImageSet:
             try:
                 transport = _image_ref.parse_transport(pool_transport, field="fleetos_pool_transport")
             except _image_ref.InvalidReferenceError as exc:
-                raise InvalidInputError("host %s: fleetos_pool_transport %r %s" % (host, pool_transport, exc.cause),
+                raise InvalidInputError("host %s: fleetos_pool_transport %r %s" % (host, _image_ref.shown(pool_transport), exc.cause),
                                         field="fleetos_pool_transport", host=host) from None
             if pool_pull_secret is not None and defined_vars is not None and pool_pull_secret not in defined_vars:
                 raise InvalidInputError(

@@ -178,7 +178,7 @@ def test_a_refusal_gives_the_grammar_reason(text):
     with pytest.raises(FleetosError) as machine_image:
         _machine_image.validate(_machine_image_object(text))
     assert machine_image.value.msg == "grammar.yaml document 1 (MachineImage 'grammar'): spec.image %r %s" % (
-        text, grammar.value.cause)
+        _image_ref.shown(text), grammar.value.cause)
     with pytest.raises(_image_ref.InvalidReferenceError) as module_option:
         verdict_rpm_ostree_rebase(text)
     with pytest.raises(_image_ref.InvalidReferenceError) as option_grammar:

@@ -373,3 +373,12 @@ def test_reference_rejects(image, transport, msg):
 ])
 def test_oci_architecture(machine, architecture):
     assert _image_ref.oci_architecture(machine) == architecture
+
+
+def test_a_huge_reference_gives_a_short_sentence():
+    huge = "reg.example.com/" + "A" * 100000
+    with pytest.raises(_image_ref.InvalidReferenceError) as caught:
+        _image_ref.parse(huge)
+    assert len(caught.value.msg) < 400
+    assert "(100016 characters)" in caught.value.msg
+    assert _image_ref.shown("short") == "short" and _image_ref.shown(5) == 5
