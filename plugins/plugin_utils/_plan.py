@@ -25,7 +25,8 @@ transport stages it (exactly as asked: never weakened), and the action:
 ``pin``
     the booted commit is the target image's ostree commit (known from an inspection of
     the image's configuration) but the origin names something else: the origin is
-    rewritten in place, no pull, no reboot (as adoption does);
+    rewritten in place, no pull, no reboot (as adoption does). Only under an unverified
+    transport: a signed or remote one is staged, so that rpm-ostree verifies the image;
 ``stage``
     anything else: a rebase is staged;
 ``error``
@@ -239,14 +240,14 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
         plan["commit"] = image_commit(inspection.get("labels") or {})
     via = "" if plan["source"] == FALLBACK_VARIABLE else " (%s)" % reason
     if on_booted and staged is None:
-        plan.update(action="unchanged", up_to_date=True,
-                    reason="booted on %s%s" % (_short(platform or digest), via) if platform and platform != digest
-                    else "booted on %s%s" % (_short(digest), via))
+        plan.update(action="unchanged", up_to_date=True, reason="booted on %s%s" % (_short(platform or digest), via))
     elif on_staged:
         plan.update(action="activate", up_to_date=False,
                     reason="staged on %s, not booted yet%s" % (_short(digest), via))
-    elif (plan["commit"] is not None and booted is not None and staged is None
+    elif (plan["commit"] is not None and booted is not None and staged is None and not transport.verified
           and booted.get("checksum") == plan["commit"]):
+        # Only under an unverified transport: a signed or remote transport is earned by a
+        # verified pull, never written over content that was not verified.
         plan.update(action="pin", up_to_date=True,
                     origin_set={CONTAINER_KEY: plan["reference"]},
                     origin_remove=[REFSPEC_KEY, CUSTOM_URL_KEY, CUSTOM_DESCRIPTION_KEY],
@@ -273,17 +274,12 @@ def _platform_image(pinned, platform):
     return "%s@%s" % (pinned.name, platform or pinned.digest)
 
 
-def images_to_resolve(wanted):
-    """The distinct images of ``wanted`` (a list of image texts or None), sorted; invalid ones included."""
-    return sorted({w for w in (wanted or []) if isinstance(w, str) and w})
-
-
 def images_to_inspect(plans):
     """Pinned per-platform images worth an inspection: hosts to stage whose booted commit might match."""
     found = set()
     for plan in plans or []:
         if isinstance(plan, dict) and plan.get("action") == "stage" and plan.get("booted_checksum") \
-                and plan.get("staged_image") is None and plan.get("image"):
+                and plan.get("staged_image") is None and plan.get("image") and plan.get("transport_kind") == "registry":
             ref = _image_ref.parse(plan["image"])
             found.add(_platform_image(ref, plan.get("platform_digest")))
     return sorted(found)

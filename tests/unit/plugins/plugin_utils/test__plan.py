@@ -197,3 +197,13 @@ def test_rollback_plan():
     assert rollback_host_plan({"booted": booted, "rollback": None}, "node01")["action"] == "unchanged"
     with pytest.raises(InvalidInputError, match="fleetos_rollback_from 'latest' is not a digest"):
         rollback_host_plan(host, "node01", rollback_from="latest")
+
+
+def test_a_commit_match_under_a_verified_transport_is_staged_not_pinned():
+    disk = deployment(None, checksum=COMMIT, origin="fedora:fedora/x86_64/coreos/stable")
+    inspected = {REG + "@" + AMD64: {"labels": {"ostree.commit": COMMIT}}}
+    for transport in ("ostree-image-signed", "ostree-remote-image:fleet"):
+        plan = host_plan(assigned(REG + ":stable", transport), "node01", resolutions=RESOLVED_INDEX,
+                         status=status(disk), inspections=inspected)
+        assert (plan["action"], plan["origin_set"]) == ("stage", {}), transport
+        assert images_to_inspect([plan]) == []
