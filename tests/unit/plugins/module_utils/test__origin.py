@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _origin
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
 from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     Origin,
@@ -395,18 +396,7 @@ NOT_REGULAR = [
 ]
 
 
-def _snapshot(tmp_path):
-    """{name: (file type, bytes or link target)} for every entry of tmp_path."""
-    out = {}
-    for entry in tmp_path.iterdir():
-        st = entry.lstat()
-        if stat.S_ISLNK(st.st_mode):
-            out[entry.name] = ("link", os.readlink(entry))
-        elif stat.S_ISREG(st.st_mode):
-            out[entry.name] = ("file", entry.read_bytes())
-        else:
-            out[entry.name] = (stat.S_IFMT(st.st_mode), st.st_ino)
-    return out
+_snapshot = snapshot_dir
 
 
 @pytest.mark.parametrize("make, kind", NOT_REGULAR)

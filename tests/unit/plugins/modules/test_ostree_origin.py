@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module, snapshot_dir
 from ansible_collections.fleetos.layering.plugins.modules import ostree_origin
 
 REFERENCE = "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:" + "f5" * 32
@@ -207,18 +207,7 @@ def test_rpm_ostree_failure_keeps_output(fake, sysroot):
 
 # --- only regular files, no control characters -------------------------------------------------
 
-def _snapshot(directory):
-    """{name: (file type, bytes or link target)} for every entry of directory."""
-    out = {}
-    for entry in directory.iterdir():
-        st = entry.lstat()
-        if stat.S_ISLNK(st.st_mode):
-            out[entry.name] = ("link", os.readlink(entry))
-        elif stat.S_ISREG(st.st_mode):
-            out[entry.name] = ("file", entry.read_bytes())
-        else:
-            out[entry.name] = (stat.S_IFMT(st.st_mode), st.st_ino)
-    return out
+_snapshot = snapshot_dir
 
 
 def _symlink(tmp_path):

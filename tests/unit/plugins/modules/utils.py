@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 from ansible.module_utils import basic
 
 
@@ -43,3 +46,17 @@ def fake_module(monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
                         lambda self, name, required=False: "/usr/bin/" + name)
     return state
+
+
+def snapshot_dir(directory):
+    """{name: (file type, bytes or link target)} for every entry of directory (links not followed)."""
+    out = {}
+    for entry in directory.iterdir():
+        st = entry.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            out[entry.name] = ("link", os.readlink(entry))
+        elif stat.S_ISREG(st.st_mode):
+            out[entry.name] = ("file", entry.read_bytes())
+        else:
+            out[entry.name] = (stat.S_IFMT(st.st_mode), st.st_ino)
+    return out
