@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -260,3 +261,29 @@ def test_role_readme_documents_every_option(role):
     assert readme.is_file(), f"{role.name}: README.md missing"
     missing = _options_not_mentioned(readme.read_text(encoding="utf-8"), _spec_option_keys(role))
     assert not missing, f"{role.name}: README.md does not mention the options {missing}"
+
+
+def _filter_docs() -> list[Path]:
+    return sorted((REPO_ROOT / "plugins" / "filter").glob("*.yml"))
+
+
+@pytest.mark.parametrize("doc", _filter_docs(), ids=lambda path: path.stem)
+def test_filter_documentation_loads_and_names_its_filter(doc):
+    """Each filter's documentation file is valid YAML (ansible-doc reads nothing else) and documents that filter."""
+    data = yaml.safe_load(doc.read_text(encoding="utf-8"))
+    assert data["DOCUMENTATION"]["name"] == doc.stem
+    assert all(isinstance(line, str) for line in data["DOCUMENTATION"]["description"]), \
+        "%s: a description item is not a string (a ': ' in a plain scalar makes it a mapping)" % doc.name
+    assert "EXAMPLES" in data and "_value" in data["RETURN"]
+
+
+def test_every_filter_has_its_documentation_file():
+    registered = set()
+    for source in (REPO_ROOT / "plugins" / "filter").glob("*.py"):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "filters":
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Dict):
+                        registered.update(k.value for k in inner.keys if isinstance(k, ast.Constant))
+    assert registered == {doc.stem for doc in _filter_docs()}
