@@ -35,9 +35,12 @@ transport stages it (exactly as asked: never weakened), and the action:
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import image_commit
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
 
 ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "error")
 DEFAULT_POOL = "default"
@@ -109,17 +112,19 @@ def _has_content(deployment, digest, platform_digest):
 
 
 def _pick_platform(resolution, architecture, image):
-    """The per-platform digest of a resolved image for ``architecture`` (None when unknown)."""
-    manifests = resolution.get("manifests") or {}
-    if not resolution.get("index"):
-        return resolution.get("digest")
-    if architecture is None:
+    """The per-platform digest of a resolved image for ``architecture`` (None when unknown).
+
+    The entry is chosen as the modules choose it (``_skopeo.platform_digest``).
+    """
+    if architecture is None and resolution.get("index"):
         return None
-    if architecture not in manifests:
+    found = platform_digest({"index": bool(resolution.get("index")), "digest": resolution.get("digest"),
+                             "manifests": resolution.get("manifests") or {}}, architecture)
+    if found is None:
         raise InvalidInputError(
             "image %s is a multi-arch index without an entry for the host's architecture %s (it has %s)"
-            % (image, architecture, ", ".join(sorted(manifests)) or "none"))
-    return manifests[architecture]
+            % (image, architecture, ", ".join(sorted(resolution.get("manifests") or {})) or "none"))
+    return found
 
 
 def _short(value):
@@ -285,11 +290,6 @@ def images_to_inspect(plans):
     return sorted(found)
 
 
-def _image_digest(deployment):
-    image = (deployment or {}).get("image")
-    return image.get("digest") if isinstance(image, dict) else None
-
-
 def rollback_host_plan(status, host, pool=None, rollback_from=None):
     """What rolling ``host`` back takes: ``activate`` (boot the previous deployment) or ``unchanged``.
 
@@ -303,7 +303,7 @@ def rollback_host_plan(status, host, pool=None, rollback_from=None):
         raise InvalidInputError("fleetos_rollback_from %r is not a digest: expected %s"
                                 % (rollback_from, _image_ref.DIGEST_FORM), field="fleetos_rollback_from")
     booted, previous_deployment = status.get("booted"), status.get("rollback")
-    booted_digest, previous = _image_digest(booted), _image_digest(previous_deployment)
+    booted_digest, previous = deployment_digest(booted), deployment_digest(previous_deployment)
     wanted = previous is not None and previous != booted_digest and (
         rollback_from is None or booted_digest == rollback_from)
     if wanted:
@@ -332,12 +332,6 @@ def activation(plan, stage_result=None):
     if plan.get("action") == "activate":
         return {"activate": True, "staged_checksum": plan.get("staged_checksum")}
     if plan.get("action") == "stage" and stage_result.get("status") == "staged" \
-            and _truthy(stage_result.get("reboot_required")):
+            and boolean(stage_result.get("reboot_required"), strict=False):
         return {"activate": True, "staged_checksum": stage_result.get("staged_checksum")}
     return {"activate": False, "staged_checksum": None}
-
-
-def _truthy(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1", "on")
-    return bool(value)

@@ -207,3 +207,12 @@ def test_a_commit_match_under_a_verified_transport_is_staged_not_pinned():
                          status=status(disk), inspections=inspected)
         assert (plan["action"], plan["origin_set"]) == ("stage", {}), transport
         assert images_to_inspect([plan]) == []
+
+
+def test_the_platform_entry_is_chosen_as_the_modules_choose_it():
+    arm = "sha256:" + "7" * 64
+    resolved = {"results": [{"item": REG + ":stable", "digest": INDEX, "index": True,
+                             "manifests": {"amd64": AMD64, "arm/v7": arm}}]}
+    plan = host_plan(assigned(REG + ":stable"), "node01", resolutions=resolved,
+                     status=status(ON_OTHER, architecture="arm"))
+    assert (plan["action"], plan["platform_digest"]) == ("stage", arm)
