@@ -16,6 +16,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     images_to_inspect,
     rollback_host_plan,
 )
+from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, takeover
 
 
 def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
@@ -51,6 +52,16 @@ def rollout_activation(plan, stage_result=None):
     return activation(plan, stage_result)
 
 
+def rollout_lease_takeover(lease_result, owner, break_lease=None):
+    """Filter: the rollout whose lease a refused host may take over, or None (see rollout_lease_takeover.yml)."""
+    return takeover(lease_result, owner, break_lease=break_lease)
+
+
+def rollout_lease_plan(plan, lease_result, results=None):
+    """Filter: the host's plan with its rollout lease folded in (see rollout_lease_plan.yml)."""
+    return lease_plan(plan, lease_result, results)
+
+
 class FilterModule:
     """Planning a rollout, host by host."""
 
@@ -60,4 +71,6 @@ class FilterModule:
             "rollout_plan_inspections": rollout_plan_inspections,
             "rollback_plan": rollback_plan,
             "rollout_activation": rollout_activation,
+            "rollout_lease_takeover": rollout_lease_takeover,
+            "rollout_lease_plan": rollout_lease_plan,
         }

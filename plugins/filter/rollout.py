@@ -180,8 +180,9 @@ def rollout_report_markdown(report):
         raise AnsibleFilterError("rollout_report_markdown: the input must be a rollout report with 'hosts'")
     start = report.get("started_at")
     lines = ["# OS image rollout", ""]
-    lines.append("Started %s, %s hosts, result: **%s**." % (
-        report.get("started_at_text") or "-", len(report["hosts"]), report.get("result", "-")))
+    lines.append("Rollout %s started %s, %s hosts, result: **%s**." % (
+        report.get("rollout") or "-", report.get("started_at_text") or "-", len(report["hosts"]),
+        report.get("result", "-")))
     if report.get("stop_reason"):
         lines.append("")
         lines.append("Stopped: %s" % report["stop_reason"])
@@ -285,7 +286,8 @@ def _num(value):
     return None if value is None or value == "" else float(value)
 
 
-def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_at_text=None, activate=True):
+def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_at_text=None, activate=True,
+                   rollout=None):
     """Build the rollout report from each host's variables (``hostvars[host]``).
 
     Reads ``inventory_hostname``, ``__fleetos_rollout_plan`` (action, pool, image,
@@ -337,7 +339,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
             if act.get("status") == "activated":
                 row["status"] = "activated"
                 row["booted_digest"] = act.get("booted_digest")
-                row["reason"] = "verified on the target digest"
+                # A host a killed rollout had rebooted: the plan's reason says so ("verified on rerun").
+                row["reason"] = plan.get("reason") if action == "verify" else "verified on the target digest"
             else:
                 row["status"] = "failed"
                 row["booted_digest"] = act.get("booted_digest") if not act.get("holds_slot") else None
@@ -365,6 +368,7 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
     bad = [r for r in rows if r["status"] in ("failed", "plan_failed", "stage_failed", "not_activated")]
     staged = [r for r in rows if r["status"] == "staged"]
     return {
+        "rollout": rollout,
         "started_at": _num(started_at), "started_at_text": started_at_text, "ended_at": _num(ended_at),
         "result": "failed" if bad else "staged" if staged else "success",
         "stop_reason": summary.get("stop_reason"),

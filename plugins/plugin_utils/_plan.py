@@ -29,8 +29,13 @@ transport stages it (exactly as asked: never weakened), and the action:
     transport: a signed or remote one is staged, so that rpm-ostree verifies the image;
 ``stage``
     anything else: a rebase is staged;
+``verify``
+    set by the rollout lease (plugin_utils/_resume.py), never by :func:`host_plan`: a
+    rollout that was killed rebooted the host into this target and never verified it;
+    the host is verified and health-checked without a reboot;
 ``error``
-    the image could not be resolved or is invalid; the reason says why.
+    the image could not be resolved or is invalid, or another rollout holds the host;
+    the reason says why.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._labels import im
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
 
-ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "error")
+ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "verify", "error")
 DEFAULT_POOL = "default"
 FALLBACK_VARIABLE = "fleetos_rollout_image"
 
@@ -127,7 +132,8 @@ def _pick_platform(resolution, architecture, image):
     return found
 
 
-def _short(value):
+def short_digest(value):
+    """The first 12 hex digits of a digest, for a reason."""
     return (value or "none").split(":", 1)[-1][:12]
 
 
@@ -245,10 +251,10 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
         plan["commit"] = image_commit(inspection.get("labels") or {})
     via = "" if plan["source"] == FALLBACK_VARIABLE else " (%s)" % reason
     if on_booted and staged is None:
-        plan.update(action="unchanged", up_to_date=True, reason="booted on %s%s" % (_short(platform or digest), via))
+        plan.update(action="unchanged", up_to_date=True, reason="booted on %s%s" % (short_digest(platform or digest), via))
     elif on_staged:
         plan.update(action="activate", up_to_date=False,
-                    reason="staged on %s, not booted yet%s" % (_short(digest), via))
+                    reason="staged on %s, not booted yet%s" % (short_digest(digest), via))
     elif (plan["commit"] is not None and booted is not None and staged is None and not transport.verified
           and booted.get("checksum") == plan["commit"]):
         # Only under an unverified transport: a signed or remote transport is earned by a
@@ -257,7 +263,7 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
                     origin_set={CONTAINER_KEY: plan["reference"]},
                     origin_remove=[REFSPEC_KEY, CUSTOM_URL_KEY, CUSTOM_DESCRIPTION_KEY],
                     reason="the booted commit %s is the image's commit: the origin %s becomes %s, no pull, no reboot"
-                    % (_short(plan["commit"]), plan["booted_image"], plan["reference"]))
+                    % (short_digest(plan["commit"]), plan["booted_image"], plan["reference"]))
     else:
         plan.update(action="stage", up_to_date=False, reason=_stage_reason(booted, staged, digest, transport, via))
     return plan
@@ -269,9 +275,9 @@ def _stage_reason(booted, staged, digest, transport, via):
         return "booted under %s, the target asks %s%s" % (booted_transport.text, transport.text, via)
     if staged is not None:
         return "a staged deployment (%s) is not %s%s" % (
-            _short(((staged.get("image") or {}).get("digest")) or staged.get("checksum")), _short(digest), via)
+            short_digest(((staged.get("image") or {}).get("digest")) or staged.get("checksum")), short_digest(digest), via)
     return "booted on %s, the target is %s%s" % (
-        _short(((booted or {}).get("image") or {}).get("digest") or (booted or {}).get("checksum")), _short(digest), via)
+        short_digest(((booted or {}).get("image") or {}).get("digest") or (booted or {}).get("checksum")), short_digest(digest), via)
 
 
 def _platform_image(pinned, platform):
@@ -321,17 +327,21 @@ def rollback_host_plan(status, host, pool=None, rollback_from=None):
 
 
 def activation(plan, stage_result=None):
-    """Whether the host is to be activated after the stage, and the checksum of its staged deployment.
+    """Whether the host is to be activated after the stage, how, and the checksum of its staged deployment.
 
     A host planned ``activate`` has the target staged already (the plan read its checksum);
     a host planned ``stage`` is activated when its stage staged a deployment that needs a
-    reboot (``os_stage_result``); any other host is not.
+    reboot (``os_stage_result``); a host planned ``verify`` (a killed rollout rebooted it
+    into the target) is verified without a reboot, before any other host (``order`` 0);
+    any other host is not activated.
     """
     plan = plan if isinstance(plan, dict) else {}
     stage_result = stage_result if isinstance(stage_result, dict) else {}
+    if plan.get("action") == "verify":
+        return {"activate": True, "mode": "verify", "order": 0, "staged_checksum": None}
     if plan.get("action") == "activate":
-        return {"activate": True, "staged_checksum": plan.get("staged_checksum")}
+        return {"activate": True, "mode": "finalize", "order": 1, "staged_checksum": plan.get("staged_checksum")}
     if plan.get("action") == "stage" and stage_result.get("status") == "staged" \
             and boolean(stage_result.get("reboot_required"), strict=False):
-        return {"activate": True, "staged_checksum": stage_result.get("staged_checksum")}
-    return {"activate": False, "staged_checksum": None}
+        return {"activate": True, "mode": "finalize", "order": 1, "staged_checksum": stage_result.get("staged_checksum")}
+    return {"activate": False, "mode": "finalize", "order": 1, "staged_checksum": None}

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
 from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
 
 
 class ExitJson(Exception):
@@ -60,3 +62,13 @@ def snapshot_dir(directory):
         else:
             out[entry.name] = (stat.S_IFMT(st.st_mode), st.st_ino)
     return out
+
+
+def run_main(main, args, expect=ExitJson, check_mode=False):
+    """Run a module's main() with ``args``; -> its result (exit_json or, with expect=FailJson, fail_json)."""
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    with patch_module_args(args):
+        with pytest.raises(expect) as caught:
+            main()
+    return caught.value.args[0]

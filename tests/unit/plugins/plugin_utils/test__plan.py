@@ -172,15 +172,19 @@ def test_an_earlier_failure_is_recorded_as_an_error():
         "error", "error", "host node04 matches 2 MachineImages at the selector level")
 
 
+FINALIZE = {"mode": "finalize", "order": 1}
+
+
 @pytest.mark.parametrize("action, stage_result, expected", [
-    ("activate", None, {"activate": True, "staged_checksum": "planned"}),
+    ("activate", None, dict(FINALIZE, activate=True, staged_checksum="planned")),
     ("stage", {"status": "staged", "reboot_required": True, "staged_checksum": "fresh"},
-     {"activate": True, "staged_checksum": "fresh"}),
+     dict(FINALIZE, activate=True, staged_checksum="fresh")),
     ("stage", {"status": "staged", "reboot_required": "False", "staged_checksum": None},
-     {"activate": False, "staged_checksum": None}),
-    ("stage", {"status": "failed", "reboot_required": False}, {"activate": False, "staged_checksum": None}),
-    ("unchanged", None, {"activate": False, "staged_checksum": None}),
-    ("pin", None, {"activate": False, "staged_checksum": None}),
+     dict(FINALIZE, activate=False, staged_checksum=None)),
+    ("stage", {"status": "failed", "reboot_required": False}, dict(FINALIZE, activate=False, staged_checksum=None)),
+    ("unchanged", None, dict(FINALIZE, activate=False, staged_checksum=None)),
+    ("pin", None, dict(FINALIZE, activate=False, staged_checksum=None)),
+    ("verify", None, {"activate": True, "mode": "verify", "order": 0, "staged_checksum": None}),
 ])
 def test_activation_after_the_stage(action, stage_result, expected):
     assert activation({"action": action, "staged_checksum": "planned"}, stage_result) == expected

@@ -1,0 +1,228 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: os_rollout_lease
+short_description: Hold a host for one rollout at a time, and record how far the rollout got
+version_added: 0.1.0
+description:
+  - Takes, renews or releases the rollout lease of a host, a small JSON record on the host
+    that names the rollout holding it (id, controller process, start time, time to live)
+    and how far that rollout got with the host (O(phase), O(target_digest)).
+  - The record is read and replaced under an exclusive lock and written atomically, so two
+    rollouts that take the lease at the same time see one winner, and a controller killed
+    at any point leaves a whole record behind.
+  - A lease held by another rollout is refused with the holder in RV(holder), unless
+    O(break_lease) names that rollout. A holder that started after this rollout is waited
+    for up to O(wait) seconds, so that of two rollouts started at once the older one runs.
+  - The record a new lease replaces is returned as RV(previous); the rollout playbook reads
+    it to verify hosts that a killed rollout rebooted and never verified.
+  - The role of the lease in a rollout is described in C(docs/rollout.md).
+author:
+  - fleetos.layering contributors (@fleetos)
+extends_documentation_fragment:
+  - fleetos.layering.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: none
+    details:
+      - Taking a lease renews it, which rewrites its renewal time; the rollout playbook
+        reports these tasks as not changed, as the lease is bookkeeping, not a change to the host.
+options:
+  state:
+    description:
+      - V(acquired) takes the lease, or renews it when this rollout holds it already.
+      - V(released) marks this rollout's lease released; another rollout's lease is left alone.
+    type: str
+    choices: [acquired, released]
+    default: acquired
+  rollout:
+    description:
+      - The id of the rollout, unique per run of the rollout playbook.
+    type: str
+    required: true
+  owner:
+    description:
+      - Who runs the rollout, recorded for a person reading a refusal; for example the
+        controller's host name, user and process id (lookup C(fleetos.layering.rollout_owner)).
+      - Required with O(state=acquired).
+    type: dict
+  started_at:
+    description:
+      - When the rollout started (seconds since the epoch). Of two rollouts that want the
+        same host, the one that started first keeps it.
+      - Required with O(state=acquired).
+    type: float
+  ttl:
+    description:
+      - How long the lease lasts after it was last taken or renewed, in seconds. An expired
+        lease is still refused; it only tells a person that its rollout is probably gone.
+    type: int
+    default: 21600
+  phase:
+    description:
+      - How far the rollout got with the host, recorded with the lease.
+      - V(rebooting) is written just before the host is rebooted into O(target_digest); a
+        rerun finds it when the rollout was killed before it verified the host.
+    type: str
+    choices: [planned, rebooting, activated, failed, done]
+  target_digest:
+    description:
+      - The digest the rollout brings the host to, recorded with the lease.
+    type: str
+  break_lease:
+    description:
+      - The id of another rollout whose lease may be taken over (its controller is gone).
+        A lease of any other rollout is still refused.
+    type: str
+  wait:
+    description:
+      - Seconds to wait for a lease held by a rollout that started after this one to be
+        released before refusing.
+    type: int
+    default: 0
+  path:
+    description:
+      - The lease file on the host; a lock file C(<path>.lock) sits next to it.
+    type: path
+    default: /var/lib/fleetos/rollout-lease.json
+notes:
+  - The lease file and the lock file must be regular files; a symlink is refused.
+seealso:
+  - module: fleetos.layering.rpm_ostree_rebase
+"""
+
+EXAMPLES = r"""
+- name: Take the rollout lease
+  fleetos.layering.os_rollout_lease:
+    rollout: "{{ rollout_id }}"
+    owner: {controller: ctl1.example.com, user: ops, pid: 4242}
+    started_at: "{{ rollout_started }}"
+  register: lease
+
+- name: Record that the host is rebooting into its target
+  fleetos.layering.os_rollout_lease:
+    rollout: "{{ rollout_id }}"
+    owner: {controller: ctl1.example.com, user: ops, pid: 4242}
+    started_at: "{{ rollout_started }}"
+    phase: rebooting
+    target_digest: sha256:4f5e0f8d3a0c1b2d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d
+
+- name: Release the lease at the end of the rollout
+  fleetos.layering.os_rollout_lease:
+    rollout: "{{ rollout_id }}"
+    state: released
+"""
+
+RETURN = r"""
+acquired:
+  description: Whether this rollout holds the lease now.
+  returned: always
+  type: bool
+  sample: true
+lease:
+  description: The lease record on the host after the task, or V(null) when there is none.
+  returned: always
+  type: dict
+  sample:
+    rollout: 20261201T050000Z-4242
+    owner: {controller: ctl1.example.com, user: ops, pid: 4242}
+    started_at: 1795842000.0
+    renewed_at: 1795842003.5
+    ttl: 21600
+    phase: planned
+    target_digest: null
+    released: false
+previous:
+  description:
+    - The record of another rollout that this lease replaced (released, or broken with
+      O(break_lease)), or V(null).
+  returned: always
+  type: dict
+  sample:
+    rollout: 20261201T040000Z-1717
+    phase: rebooting
+    target_digest: sha256:4f5e0f8d3a0c1b2d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d
+    released: false
+holder:
+  description: The record of the rollout that holds the lease, when it was refused.
+  returned: failure
+  type: dict
+  sample:
+    rollout: 20261201T040000Z-1717
+    owner: {controller: ctl2.example.com, user: ops, pid: 1717}
+    phase: planned
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.fleetos.layering.plugins.module_utils import _lease
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
+
+
+def _check(module):
+    params = module.params
+    if params["state"] == "acquired":
+        for name in ("owner", "started_at"):
+            if params[name] is None:
+                raise InvalidInputError("%s is required with state=acquired." % name)
+    if params["ttl"] <= 0:
+        raise InvalidInputError("ttl must be a positive number of seconds, got %d." % params["ttl"])
+    if params["wait"] < 0:
+        raise InvalidInputError("wait must not be negative, got %d." % params["wait"])
+    _lease.check_path(params["path"])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["acquired", "released"], default="acquired"),
+            rollout=dict(type="str", required=True),
+            owner=dict(type="dict"),
+            started_at=dict(type="float"),
+            ttl=dict(type="int", default=21600),
+            phase=dict(type="str", choices=list(_lease.PHASES)),
+            target_digest=dict(type="str"),
+            break_lease=dict(type="str"),
+            wait=dict(type="int", default=0),
+            path=dict(type="path", default=_lease.DEFAULT_PATH),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        _check(module)
+        if params["state"] == "acquired":
+            changed, lease, previous = _lease.acquire(
+                params["path"], params["rollout"], params["owner"], params["started_at"], params["ttl"],
+                phase=params["phase"], target_digest=params["target_digest"], break_lease=params["break_lease"],
+                wait=params["wait"], check_mode=module.check_mode)
+        else:
+            changed, lease = _lease.release(params["path"], params["rollout"], phase=params["phase"],
+                                            check_mode=module.check_mode)
+            previous = None
+    except _lease.LeaseHeldError as exc:
+        module.fail_json(msg=exc.msg, acquired=False, holder=exc.holder, lease=exc.holder, previous=None)
+    except FleetosError as exc:
+        module.fail_json(msg=exc.msg, acquired=False, holder=None, lease=None, previous=None, **exc.details)
+    except Exception as exc:
+        module.fail_json(msg="Failed to update the rollout lease %s: %s." % (params["path"], exc),
+                         exception=traceback.format_exc())
+    acquired = bool(lease) and lease.get("rollout") == params["rollout"] and not lease.get("released")
+    module.exit_json(changed=changed, acquired=acquired, lease=lease, previous=previous, holder=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""A killed controller, two rollouts at once, a registry down: the rollout's lease and resume.
+
+On node05-node10 with the pools of test_rollout.py (blue budget 2, green budget 1), in
+an inventory of our own. The controller is killed as a machine dies: SIGKILL to the
+whole process group of ansible-playbook (every process this test started). Every test
+leaves its nodes booted on the lab's base image, nothing staged, no lease held.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO, VENV_BIN, collections_path
+from test_rollout import BUDGETS, NODES, POOLS, ROLLOUT, _journal_intervals, _max_concurrent, _reboots, fleet  # noqa: F401
+from test_rollout_failures import Pools, _pinned, _rows
+
+LEASE = "/var/lib/fleetos/rollout-lease.json"
+
+
+def _env():
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default")
+
+
+class Controller:
+    """ansible-playbook rollout.yml in a process group of its own, its output collected in a thread."""
+
+    def __init__(self, fleet_, report, *extra):
+        self.report_dir = fleet_.tmp / report
+        self.proc = subprocess.Popen(
+            [str(VENV_BIN / "ansible-playbook"), "-i", str(fleet_.inventory), str(ROLLOUT), "--forks", "20",
+             "-e", "fleetos_report_dir=%s" % self.report_dir] + list(extra),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=str(REPO),
+            start_new_session=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def stdout(self):
+        return "".join(self.lines)
+
+    def kill(self):
+        """SIGKILL the controller: ansible-playbook and every worker it forked (one process group)."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(60)
+        self.reader.join(30)
+
+    def wait(self, timeout=900):
+        rc = self.proc.wait(timeout)
+        self.reader.join(30)
+        return rc
+
+    @property
+    def report(self):
+        path = self.report_dir / "rollout-report.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+
+def _wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out after %d s waiting for %s" % (timeout, what))
+
+
+def _lease(lab, node):
+    proc = lab.exec(node, ["cat", LEASE], check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def _recap_changed(stdout):
+    """{host: changed count} from the PLAY RECAP."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", stdout, re.M)}
+
+
+def _fleetlock_url(lab):
+    return yaml.safe_load(lab.inventory.read_text())["all"]["vars"]["fleetos_lab_fleetlock_url"]
+
+
+def _holders(lab, groups):
+    status = json.loads(lab.fleetlab("fleetlock", "status").stdout)
+    return {g: sorted(status["holders"].get(g) or []) for g in groups}
+
+
+def _restore(f, fleet_):
+    """Every node back on the base image, and its lease released by a finished run."""
+    for node in NODES:
+        f.lab.wait_up(node, 180)
+    f.restore(fleet_["digest"])
+
+
+@pytest.mark.parametrize("with_fleetlock", [False, True], ids=["budget", "fleetlock"])
+def test_killed_after_the_first_reboot_then_rerun_verifies(lab, fleet, tmp_path, with_fleetlock):
+    f = Pools(lab, tmp_path)
+    extra = ["-e", "fleetos_rollout_image=%s" % fleet["tag_image"]]
+    groups = sorted(POOLS)
+    if with_fleetlock:
+        url = _fleetlock_url(lab)
+        for group in groups:
+            lab.fleetlab("fleetlock", "slots", BUDGETS[group], "--group", group)
+        extra += ["-e", "fleetos_fleetlock_url=%s" % url, "-e", "os_activate_fleetlock_retry_delay=1"]
+    mark = len(lab.journal())
+    try:
+        first = Controller(f, "killed", *extra)
+        _wait_for(lambda: _reboots(lab.journal()[mark:]), 600, "the first reboot of the rollout")
+        first.kill()
+        killed_at = len(lab.journal())
+        rebooted = sorted(set(_reboots(lab.journal()[mark:])))
+        for node in NODES:
+            lab.wait_up(node, 180)
+        # The killed run left the rebooted hosts booted on the target, unverified: phase rebooting.
+        for node in rebooted:
+            lease = _lease(lab, node)
+            assert lease and lease["phase"] == "rebooting" and not lease["released"], (node, lease)
+            assert lease["target_digest"] == fleet["digest"]
+        if with_fleetlock:
+            held = _holders(lab, groups)
+            assert set(rebooted) <= set(h for hs in held.values() for h in hs), (held, rebooted)
+
+        rerun = Controller(f, "rerun", *extra)
+        rc = rerun.wait()
+        events = lab.journal()[killed_at:]
+        report = rerun.report
+        assert rc == 0 and report["result"] == "success", rerun.stdout[-6000:]
+        rows = _rows(report)
+        for node in NODES:
+            assert f.booted(node) == fleet["digest"], node
+        booted_by_killed_run = [n for n in rebooted if rows[n]["action"] == "verify"]
+        assert booted_by_killed_run, (rebooted, report["hosts"])
+        for node in booted_by_killed_run:
+            assert rows[node]["status"] == "activated" and "verified on rerun" in rows[node]["reason"], rows[node]
+            assert rows[node]["reboot_start"] is None and rows[node]["verified"]
+        # The rerun rebooted every other host once and none of those the killed run booted.
+        assert sorted(_reboots(events)) == sorted(set(NODES) - set(booted_by_killed_run))
+        for pool, names in POOLS.items():
+            assert _max_concurrent(_journal_intervals(lab.journal()[mark:], names)) <= BUDGETS[pool], pool
+        for node in NODES:
+            lease = _lease(lab, node)
+            assert lease["rollout"] == report["rollout"] and lease["released"], (node, lease)
+        if with_fleetlock:
+            assert _holders(lab, groups) == {g: [] for g in groups}
+
+        again = Controller(f, "again", *extra)
+        assert again.wait() == 0, again.stdout[-4000:]
+        assert set(_recap_changed(again.stdout)[n] for n in NODES) == {0}, again.stdout[-3000:]
+        assert {r["status"] for r in again.report["hosts"]} == {"unchanged"}
+        print("killed after the first reboot (%s): %d rebooted by the killed run, %d verified on rerun" % (
+            "fleetlock" if with_fleetlock else "budget", len(rebooted), len(booted_by_killed_run)))
+    finally:
+        _restore(f, fleet)
+        if with_fleetlock:
+            for group in groups:
+                lab.fleetlab("fleetlock", "slots", 1, "--group", group)
+
+
+def test_killed_during_the_stage_then_rerun_converges(lab, fleet, tmp_path):
+    f = Pools(lab, tmp_path)
+    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet)]
+    repo = fleet["tag_image"].split("/", 1)[1].rsplit(":", 1)[0]
+    mark = len(lab.journal())
+    try:
+        first = Controller(f, "killed", *extra)
+        _wait_for(lambda: [e for e in lab.journal()[mark:] if e["event"] == "blob_read" and e.get("repo") == repo
+                           and e.get("node") in NODES], 600, "the stage to read a blob")
+        first.kill()
+        assert not _reboots(lab.journal()[mark:])
+        rerun = Controller(f, "rerun", *extra)
+        assert rerun.wait() == 0, rerun.stdout[-6000:]
+        assert {r["status"] for r in rerun.report["hosts"]} == {"activated"}
+        for node in NODES:
+            assert f.booted(node) == fleet["digest"], node
+        assert sorted(_reboots(lab.journal()[mark:])) == NODES
+        again = Controller(f, "again", *extra)
+        assert again.wait() == 0, again.stdout[-4000:]
+        assert set(_recap_changed(again.stdout)[n] for n in NODES) == {0}, again.stdout[-3000:]
+    finally:
+        _restore(f, fleet)
+
+
+def test_two_rollouts_at_once_one_runs_the_other_stops_before_staging(lab, fleet, tmp_path):
+    f = Pools(lab, tmp_path)
+    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet)]
+    mark = len(lab.journal())
+    try:
+        one, two = Controller(f, "one", *extra), Controller(f, "two", *extra)
+        rcs = one.wait(), two.wait()
+        reports = one.report, two.report
+        results = sorted((r["result"], i) for i, r in enumerate(reports))
+        assert [r for r, _ in results] == ["failed", "success"], (one.stdout[-4000:], two.stdout[-4000:])
+        loser, winner = reports[results[0][1]], reports[results[1][1]]
+        assert rcs[results[0][1]] != 0 and rcs[results[1][1]] == 0
+        for row in loser["hosts"]:
+            assert row["status"] == "plan_failed" and row["stage_start"] is None, row
+            assert winner["rollout"] in row["reason"], row
+        leased = [r for r in loser["hosts"] if r["reason"].startswith("leased by rollout %s" % winner["rollout"])]
+        assert leased and all("fleetos_rollout_break_lease=%s" % winner["rollout"] in r["reason"] for r in leased)
+        assert {r["status"] for r in winner["hosts"]} == {"activated"}
+        events = lab.journal()[mark:]
+        assert sorted(_reboots(events)) == NODES
+        for pool, names in POOLS.items():
+            assert _max_concurrent(_journal_intervals(events, names)) <= BUDGETS[pool], pool
+        print("two rollouts at once: %s ran, %s stopped (%d hosts leased to the other)" % (
+            winner["rollout"], loser["rollout"], len(leased)))
+    finally:
+        _restore(f, fleet)
+
+
+def test_a_lease_held_elsewhere_is_refused_until_broken(lab, fleet, tmp_path):
+    f = Pools(lab, tmp_path, pools={"blue": ["node05"]}, budgets={"blue": 1})
+    stale = {"version": 1, "rollout": "20260101T000000Z-dead01", "started_at": 1.0, "acquired_at": 1.0,
+             "renewed_at": 1.0, "ttl": 60, "phase": "planned", "target_digest": None, "released": False,
+             "owner": {"controller": "another-controller", "user": "ops", "pid": 1, "start": "1"}}
+    lab.exec("node05", "mkdir -p /var/lib/fleetos && printf '%%s' '%s' > %s" % (json.dumps(stale), LEASE))
+    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet)]
+    try:
+        refused = Controller(f, "refused", *extra)
+        assert refused.wait() != 0
+        [row] = refused.report["hosts"]
+        assert row["status"] == "plan_failed" and "rollout 20260101T000000Z-dead01 (ops@another-controller, pid 1), " \
+            "expired" in row["reason"], row
+        assert _lease(lab, "node05") == stale and not f.staged("node05")
+        broken = Controller(f, "broken", "-e", "fleetos_rollout_break_lease=true", *extra)
+        assert broken.wait() == 0, broken.stdout[-4000:]
+        assert f.booted("node05") == fleet["digest"]
+    finally:
+        _restore(f, fleet)
+
+
+def test_registry_down_with_a_tag_every_host_plan_failed(lab, fleet, tmp_path):
+    f = Pools(lab, tmp_path)
+    mark = len(lab.journal())
+    lab.fleetlab("registry", "stop")
+    try:
+        run = Controller(f, "down", "-e", "fleetos_rollout_image=%s" % fleet["tag_image"])
+        rc = run.wait()
+    finally:
+        lab.fleetlab("registry", "start")
+    report = run.report
+    assert rc != 0 and report is not None, run.stdout[-4000:]
+    assert report["result"] == "failed" and report["counts"]["plan_failed"] == len(NODES)
+    for row in report["hosts"]:
+        assert row["reason"].startswith("resolving %s failed: " % fleet["tag_image"]), row
+        assert "\n" not in row["reason"] and 'level=' not in row["reason"] and len(row["reason"]) < 300, row
+    assert "undefined" not in run.stdout
+    assert not _reboots(lab.journal()[mark:])
+    for node in NODES:
+        assert not f.staged(node), node

@@ -1,0 +1,81 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""os_rollout_lease: main() against a lease file in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module, run_main
+from ansible_collections.fleetos.layering.plugins.modules import os_rollout_lease
+
+OWNER = {"controller": "ctl", "user": "ops", "pid": 4242}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return fake_module(monkeypatch)
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "fleetos" / "rollout-lease.json")
+
+
+def _run(args, expect=ExitJson, check_mode=False):
+    return run_main(os_rollout_lease.main, args, expect=expect, check_mode=check_mode)
+
+
+def _acquire(path, rollout="r1", **kwargs):
+    return dict(dict(path=path, rollout=rollout, owner=OWNER, started_at=1000.5), **kwargs)
+
+
+def test_acquire_renew_release(fake, path):
+    result = _run(_acquire(path))
+    assert result["acquired"] and result["changed"] and result["previous"] is None
+    result = _run(_acquire(path, phase="rebooting", target_digest="sha256:" + "e" * 64))
+    assert result["lease"]["phase"] == "rebooting"
+    assert json.load(open(path))["target_digest"] == "sha256:" + "e" * 64
+    result = _run(dict(path=path, rollout="r1", state="released"))
+    assert result["changed"] and not result["acquired"] and result["lease"]["released"]
+    assert _run(dict(path=path, rollout="r1", state="released"))["changed"] is False
+
+
+def test_refused_names_the_holder(fake, path):
+    _run(_acquire(path))
+    result = _run(_acquire(path, rollout="r2", started_at=2000.0), expect=FailJson)
+    assert result["acquired"] is False and result["holder"]["rollout"] == "r1"
+    assert result["msg"].startswith("The host is leased by rollout r1 (ops@ctl pid 4242")
+    assert result["msg"].endswith(".") and len(result["msg"]) < 300
+
+
+def test_break_lease_returns_the_broken_record(fake, path):
+    _run(_acquire(path, phase="rebooting"))
+    result = _run(_acquire(path, rollout="r2", break_lease="r1"))
+    assert result["acquired"] and result["previous"]["rollout"] == "r1" and result["previous"]["phase"] == "rebooting"
+
+
+def test_check_mode_writes_nothing(fake, path, tmp_path):
+    result = _run(_acquire(path), check_mode=True)
+    assert result["acquired"] and result["changed"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(rollout="r1"), "owner is required with state=acquired."),
+    (dict(rollout="r1", owner=OWNER), "started_at is required with state=acquired."),
+    (dict(rollout="r1", owner=OWNER, started_at=1.0, ttl=0), "ttl must be a positive number of seconds, got 0."),
+    (dict(rollout="r1", owner=OWNER, started_at=1.0, wait=-1), "wait must not be negative, got -1."),
+])
+def test_bad_input_fails_before_anything_is_written(fake, path, tmp_path, args, message):
+    result = _run(dict(args, path=path), expect=FailJson)
+    assert result["msg"] == message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_relative_path_is_refused(fake):
+    result = _run(dict(rollout="r1", state="released", path="relative/lease.json"), expect=FailJson)
+    assert result["msg"] == "path must be an absolute path without control characters."
