@@ -15,7 +15,16 @@ from ansible_collections.fleetos.layering.plugins.module_utils._selector import 
     compile_selector,
     normalize_labels,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import parse_manifests
+from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import load_manifest_dir, parse_manifests
+
+
+def machine_image_load(directory, relative_to=None):
+    """Filter: read, parse and validate the manifests of a directory, once; a file that does not load is
+    named in the result, never raised (see machine_image_load.yml)."""
+    try:
+        return load_manifest_dir(directory, relative_to=relative_to)
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
 
 
 def machine_image_manifests(contents, names):
@@ -66,6 +75,7 @@ class FilterModule:
 
     def filters(self):
         return {
+            "machine_image_load": machine_image_load,
             "machine_image_manifests": machine_image_manifests,
             "resolve_machine_image": resolve_machine_image,
             "match_label_selector": match_label_selector,

@@ -110,22 +110,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._machine_image im
     MachineImageSet,
     group_name,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import parse_manifests
-
-
-def load_manifest_dir(directory):
-    """Parse every ``*.yaml``/``*.yml`` of ``directory`` (sorted) into annotated objects."""
-    if not os.path.isdir(directory):
-        raise FleetosError("the MachineImage manifests directory %s does not exist" % directory)
-    files = sorted(f for f in os.listdir(directory)
-                   if f.endswith((".yaml", ".yml")) and not f.startswith(".")
-                   and os.path.isfile(os.path.join(directory, f)))
-    contents = []
-    for name in files:
-        with open(os.path.join(directory, name), encoding="utf-8") as handle:
-            contents.append(handle.read())
-    shown = os.path.basename(os.path.normpath(directory))
-    return parse_manifests(contents, ["%s/%s" % (shown, name) for name in files])
+from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import load_manifest_dir
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable):
@@ -146,7 +131,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         if not os.path.isabs(manifests_dir):
             manifests_dir = os.path.join(os.path.dirname(to_text(path)), manifests_dir)
         try:
-            images = MachineImageSet(load_manifest_dir(manifests_dir))
+            manifests = load_manifest_dir(manifests_dir, relative_to=os.path.dirname(to_text(path)), missing_ok=False)
+            if manifests["error"] is not None:
+                raise AnsibleParserError(manifests["error"])
+            images = MachineImageSet(manifests["objects"])
         except FleetosError as exc:
             raise AnsibleParserError(exc.msg) from None
 

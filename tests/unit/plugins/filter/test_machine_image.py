@@ -46,7 +46,7 @@ def test_manifests_are_annotated_with_file_and_document():
     ("contents", "names", "message"),
     [
         (["a: [1"], ["m/bad.yaml"], "m/bad.yaml is not valid YAML"),
-        (["- 1\n"], ["m/list.yaml"], "m/list.yaml document 1 is list, not a MachineImage mapping"),
+        (["- 1\n"], ["m/list.yaml"], "m/list.yaml document 1 is a list, not a MachineImage mapping"),
         (["a: 1", "b: 2"], ["one.yaml"], "machine_image_manifests needs a list of file contents"),
     ],
 )
@@ -54,6 +54,36 @@ def test_manifests_errors(contents, names, message):
     with pytest.raises(AnsibleFilterError) as caught:
         FILTERS["machine_image_manifests"](contents, names)
     assert message in str(caught.value)
+
+
+def test_machine_image_load_gives_the_objects_of_a_good_directory():
+    files = sorted((EXAMPLE / "machine_images").glob("*.yaml"))
+    loaded = FILTERS["machine_image_load"](str(EXAMPLE / "machine_images"), str(EXAMPLE))
+    names = ["machine_images/" + f.name for f in files]
+    assert loaded == {
+        "directory": "machine_images",
+        "files": names,
+        "objects": FILTERS["machine_image_manifests"]([f.read_text() for f in files], names),
+        "errors": [],
+        "error": None,
+    }
+
+
+def test_machine_image_load_names_a_broken_file_instead_of_raising(tmp_path):
+    (tmp_path / "machine_images").mkdir()
+    (tmp_path / "machine_images" / "web.yaml").write_text(TWO_DOCS.split("---", maxsplit=1)[0])
+    (tmp_path / "machine_images" / "zz.yaml").write_text("- 1\n")
+    loaded = FILTERS["machine_image_load"](str(tmp_path / "machine_images"), str(tmp_path))
+    cause = "machine_images/zz.yaml document 1 is a list, not a MachineImage mapping"
+    assert (loaded["objects"], loaded["errors"]) == ([], [cause])
+    assert loaded["error"] == "MachineImage manifests did not load: " + cause
+
+
+def test_machine_image_load_refuses_a_directory_that_is_no_path():
+    with pytest.raises(AnsibleFilterError) as caught:
+        FILTERS["machine_image_load"](["machine_images"])
+    assert str(caught.value) == ("the MachineImage manifests directory must be a non-empty path, "
+                                 "got ['machine_images']")
 
 
 def test_resolve_error_names_file_document_object_and_field():

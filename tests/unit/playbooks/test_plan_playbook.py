@@ -1,0 +1,103 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""playbooks/plan.yml on a copy of the example inventory with MachineImage manifests that do not load.
+
+The plan is made from the inventory alone (fleetos_plan_read_status=false, connection
+local): no host is contacted, so this needs no lab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "inventories" / "example"
+RUNTIME = REPO / ".build" / "runtime"
+HOSTS = ["db-01", "db-02", "db-03", "edge-01", "edge-02", "edge-03", "web-01", "web-02", "web-03", "web-04"]
+PREFIX = "MachineImage manifests did not load: "
+HEADER = "MachineImage manifests that did not load (no host is planned from them):"
+BROKEN = "machine_images/broken.yaml is not valid YAML: line 4, column 5: expected ',' or '}', but got ':' " \
+         "(while parsing a flow mapping from line 3, column 11)"
+
+
+def plan(tmp_path, files):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(EXAMPLE, inventory)
+    for name, data in files.items():
+        (inventory / "machine_images" / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(RUNTIME), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="False")
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / "plan.yml"),
+         "-i", str(inventory / "hosts.yml"), "-c", "local", "-e", "fleetos_plan_read_status=false",
+         "-e", "fleetos_plan_output_dir=%s" % out],
+        env=env, cwd=str(tmp_path), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+        timeout=300)
+    report = json.loads((out / "plan.json").read_text()) if (out / "plan.json").is_file() else None
+    markdown = (out / "plan.md").read_text() if (out / "plan.md").is_file() else ""
+    return proc, report, markdown
+
+
+def shown_once_at_the_top(stdout, errors):
+    """The report play prints the header and each error exactly once, before the plan's table."""
+    lines = [line.strip().rstrip(",") for line in stdout.splitlines()]
+    table = next(i for i, line in enumerate(lines) if line.startswith('"HOST         POOL'))
+    header = lines.index(json.dumps(HEADER))
+    assert lines.count(json.dumps(HEADER)) == 1
+    assert [lines[i] for i in range(header + 1, header + 1 + len(errors))] == [json.dumps(e) for e in errors]
+    for error in errors:
+        assert lines.count(json.dumps(error)) == 1
+    assert header < table
+
+
+@pytest.mark.parametrize("files, errors, reason", [
+    ({"broken.yaml": "apiVersion: fleetos.io/v1alpha1\nkind: MachineImage\nmetadata: {name: x\nspec: [\n"},
+     [BROKEN], PREFIX + BROKEN),
+    ({"broken.yaml": "apiVersion: fleetos.io/v1alpha1\nkind: MachineImage\nmetadata: {name: x\nspec: [\n",
+      "a-binary.yml": b"\x7fELF\x02\x01\x01\x00", "z-list.yaml": "- one\n- two\n",
+      "z-twice.yaml": "kind: MachineImage\nkind: MachineImage\n",
+      "z-unknown.yaml": (EXAMPLE / "machine_images" / "db-ssd.yaml").read_text().replace(
+          "metadata:\n  name: db-ssd\n", "metadata:\n  name: db-ssd-2\n  nmae: db\n")},
+     ["machine_images/a-binary.yml is binary, not a YAML text (a NUL byte at offset 7)",
+      BROKEN,
+      "machine_images/z-list.yaml document 1 is a list, not a MachineImage mapping",
+      "machine_images/z-twice.yaml is not valid YAML: line 2: the key 'kind' appears twice in one mapping (first on "
+      "line 1); give each key once",
+      "machine_images/z-unknown.yaml document 1 (MachineImage 'db-ssd-2'): metadata.nmae is not a MachineImage "
+      "metadata field; allowed: name, labels, annotations"],
+     PREFIX + "machine_images/a-binary.yml is binary, not a YAML text (a NUL byte at offset 7) (and 4 more files that "
+              "did not load)"),
+], ids=["one-file", "five-files"])
+def test_a_manifest_that_does_not_load_is_named_once_and_fails_every_host(tmp_path, files, errors, reason):
+    proc, report, markdown = plan(tmp_path, files)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    shown_once_at_the_top(proc.stdout, errors)
+    assert report["manifest_errors"] == errors
+    assert {row["host"]: (row["action"], row["source"], row["reason"]) for row in report["hosts"]} == {
+        host: ("error", "error", reason) for host in HOSTS}
+    assert report["errors"] == len(HOSTS)
+    assert markdown.split("| host |")[0] == "# OS image plan\n\n" + "".join("Error: %s\n\n" % e for e in errors)
+    assert "planning failed" not in proc.stdout and "is undefined" not in proc.stdout
+    assert len(reason) < 300
+    final = re.search(r'fatal: \[localhost\]: FAILED! => (\{.*\})', proc.stdout)
+    assert json.loads(final.group(1))["msg"] == "%d of %d hosts could not be planned (plan.json gives each reason): %s" \
+        % (len(HOSTS), len(HOSTS), reason)
+
+
+def test_the_example_plans_without_manifest_errors(tmp_path):
+    proc, report, markdown = plan(tmp_path, {})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert report["manifest_errors"] == [] and report["errors"] == 0
+    assert HEADER not in proc.stdout and "Error:" not in markdown
+    assert {row["host"]: row["source"] for row in report["hosts"]}["db-03"] == "nodeName"
