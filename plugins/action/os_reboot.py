@@ -21,6 +21,9 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, sentence
+from ansible_collections.fleetos.layering.plugins.module_utils import _params
+
 ARGUMENT_SPEC = {
     "reboot_command": {"type": "str", "required": True},
     "boot_time_command": {"type": "str", "default": "cat /proc/sys/kernel/random/boot_id"},
@@ -28,6 +31,8 @@ ARGUMENT_SPEC = {
     "poll_interval": {"type": "float", "default": 1.0},
     "connect_timeout": {"type": "int", "default": 5},
 }
+# The options that are shell commands: several lines and tabs are fine there.
+COMMANDS = ("reboot_command", "boot_time_command")
 
 
 # What a boot-time command may print (its last line): a boot id (a UUID) or a boot time.
@@ -87,13 +92,13 @@ class ActionModule(ActionBase):
         """
         res = self._low_level_execute_command(command, sudoable=True)
         if res.get("rc") != 0:
-            raise AnsibleError("'%s' failed (rc=%s): %s" % (command, res.get("rc"),
-                                                            to_text(res.get("stderr") or res.get("stdout")).strip()))
+            raise AnsibleError("%s failed (rc=%s): %s" % (quote_output(command), res.get("rc"),
+                                                          quote_output(to_text(res.get("stderr") or res.get("stdout")).strip())))
         boot_id = parse_boot_id(res.get("stdout"))
         if boot_id is None:
             printed = to_text(res.get("stdout")).strip()
-            raise BootIdError("boot_time_command '%s' printed %s and not %s"
-                              % (command, quote_output(printed) if printed else "nothing", BOOT_ID_FORM))
+            raise BootIdError("boot_time_command %s printed %s and not %s"
+                              % (quote_output(command), quote_output(printed) if printed else "nothing", BOOT_ID_FORM))
         return boot_id
 
     def _set_connect_timeout(self, value):
@@ -116,8 +121,14 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         result.update(changed=False, rebooted=False, went_down=False, elapsed=0.0, boot_id_before=None, boot_id=None)
+        # Checked as given first: the argument spec would run a list given as a command as its Python text.
+        try:
+            _params.check_arguments(ARGUMENT_SPEC, self._task.args, text_options=COMMANDS)
+        except InvalidInputError as exc:
+            result.update(failed=True, msg=exc.msg)
+            return result
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
 
         if self._connection.transport == "local":
             result.update(failed=True, msg="Refusing to reboot the controller (connection local).")
@@ -138,7 +149,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="%s, so the reboot command was not run." % to_text(exc))
             return result
         except AnsibleError as exc:
-            result.update(failed=True, msg="Failed to read the boot id before the reboot: %s" % to_text(exc))
+            result.update(failed=True, msg=sentence("Failed to read the boot id before the reboot: %s" % to_text(exc)))
             return result
         result["boot_id_before"] = before
 
@@ -150,8 +161,8 @@ class ActionModule(ActionBase):
         if res.get("rc") != 0:
             result.update(failed=True, rc=res.get("rc"), stdout=to_text(res.get("stdout")),
                           stderr=to_text(res.get("stderr")),
-                          msg="The reboot command failed (rc=%s): %s" % (res.get("rc"), to_text(
-                              res.get("stderr") or res.get("stdout")).strip()))
+                          msg=sentence("The reboot command failed (rc=%s): %s" % (res.get("rc"), quote_output(to_text(
+                              res.get("stderr") or res.get("stdout")).strip()))))
             return result
 
         option, previous = self._set_connect_timeout(args["connect_timeout"])
@@ -185,6 +196,6 @@ class ActionModule(ActionBase):
                     pass
                 self._reset()
         result.update(failed=True, went_down=went_down, elapsed=round(self._clock() - start, 2),
-                      msg="The host did not come back with a new boot id within %d s of the reboot command "
-                          "(last check: %s)" % (args["reboot_timeout"], last_error))
+                      msg=sentence("The host did not come back with a new boot id within %d s of the reboot command "
+                                   "(last check: %s)" % (args["reboot_timeout"], last_error)))
         return result

@@ -15,9 +15,11 @@ details. It never calls ``fail_json``.
 
 from __future__ import annotations
 
+import os
 import re
 
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 
 ENVIRON = {"LC_ALL": "C"}
 
@@ -91,12 +93,16 @@ def run_command(module, argv, action, ok_rcs=(0,), binary=False, data=None, erro
 def find_executable(module, executable, name, option):
     """The path of ``name``: ``executable`` when it is a path, else looked up in PATH.
 
-    ``option`` is the module option that sets it, named in the error when nothing is found.
+    ``option`` is the module option that sets it, named in the error when nothing is
+    found, or when the path given is not an executable file.
     """
     if executable and "/" in executable:
+        if not (os.path.isfile(executable) and os.access(executable, os.X_OK)):
+            raise InvalidInputError("%s '%s' does not exist or is not an executable file: expected the path of %s."
+                                    % (option, shown(executable, 80), name))
         return executable
     binary = module.get_bin_path(executable or name, required=False)
     if not binary:
         raise CommandError("Failed to find the %s executable '%s' on the target: install %s or set %s."
-                           % (name, executable or name, name, option))
+                           % (name, shown(executable or name, 80), name, option))
     return binary

@@ -41,3 +41,11 @@ class ImageError(FleetosError):
 
 class OriginError(FleetosError):
     """An ostree origin file is unreadable, corrupt, or the edit would make it invalid."""
+
+
+def sentence(msg):
+    """``msg`` as the one sentence a task's ``msg`` is: on one line, ending with a period."""
+    text = " ".join(str(msg).split())
+    if text and not text.endswith((".", "!", "?")):
+        text += "."
+    return text

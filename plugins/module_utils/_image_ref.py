@@ -127,8 +127,13 @@ SHOWN_MAX = 120
 
 
 def shown(value, limit=SHOWN_MAX):
-    """``value`` for a message: itself when short, else the start of its text and its length."""
+    """``value`` for a message: itself when short, else the start of its text and its length.
+
+    Control characters in a string are shown escaped (``\\x1b``), so that a message stays one line of text.
+    """
     text = value if isinstance(value, str) else repr(value)
+    if isinstance(value, str) and not value.isprintable():
+        value = text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
     if len(text) <= limit:
         return value
     return "%s... (%d characters)" % (text[:limit - 24], len(text))
@@ -227,8 +232,8 @@ def transport_of_kind(kind, remote=None):
     if kind != "remote":
         return Transport(TRANSPORT_CHOICES[kind])
     if not remote or not isinstance(remote, str) or not _REMOTE_RE.match(remote):
-        raise InvalidReferenceError("ostree remote %r" % (remote,), "is invalid: transport 'remote' needs the name "
-                                    "of an ostree remote")
+        raise InvalidReferenceError("ostree_remote %r" % (shown(remote, 60),), "is invalid: transport 'remote' "
+                                    "needs the name of an ostree remote")
     return Transport(TRANSPORT_CHOICES[kind], remote)
 
 

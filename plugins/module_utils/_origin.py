@@ -31,6 +31,8 @@ CONTAINER_BASE_KEY = "container-image-reference"
 LIST_SEPARATOR = ";"
 
 _ESCAPES = {"s": " ", "n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+# The longest group or key name this collection writes or reads.
+NAME_MAX = 255
 _INVALID_GROUP_CHARS = re.compile(r"[\[\]\x00-\x1f\x7f]")
 _INVALID_KEY_CHARS = re.compile(r"[=\[\]\x00-\x1f\x7f]")
 # Control characters a value may not hold: escape() writes tab, newline and carriage return
@@ -118,15 +120,16 @@ def format_list(items, trailing_separator=True):
 
 def check_group_name(group):
     """Raise ValueError unless ``group`` is a valid GKeyFile group name."""
-    if not group or _INVALID_GROUP_CHARS.search(group):
-        raise ValueError("a group name must be non-empty, without [, ] or control characters")
+    if not group or _INVALID_GROUP_CHARS.search(group) or len(group) > NAME_MAX:
+        raise ValueError("a group name must be non-empty, at most %d characters, without [, ] or control characters"
+                         % NAME_MAX)
 
 
 def check_key_name(key):
     """Raise ValueError unless ``key`` is a valid (non-localized) GKeyFile key name."""
-    if not key or _INVALID_KEY_CHARS.search(key) or key != key.strip():
-        raise ValueError("a key must be non-empty, without =, [, ], control characters "
-                         "or surrounding whitespace")
+    if not key or _INVALID_KEY_CHARS.search(key) or key != key.strip() or len(key) > NAME_MAX:
+        raise ValueError("a key must be non-empty, at most %d characters, without =, [, ], control characters "
+                         "or surrounding whitespace" % NAME_MAX)
 
 
 def describe_char(char):
@@ -282,7 +285,7 @@ class Origin:
         try:
             data = _read_regular(path, label)
         except OSError as exc:
-            raise OriginError("Failed to read origin %s: %s" % (path, exc.strerror or exc), path=path)
+            raise OriginError("Failed to read %s: %s" % (label or "origin %s" % path, exc.strerror or exc), path=path)
         return cls.parse(data, path)
 
     def text(self):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
@@ -203,11 +202,6 @@ class RpmOstreeClient:
 
     def __init__(self, module, executable=None, retries=0, retry_delay=5, sleep=None):
         self.module = module
-        if executable and not (os.path.isfile(executable) and os.access(executable, os.X_OK)):
-            raise InvalidInputError(
-                "executable '%s' does not exist or is not an executable file: expected the path of rpm-ostree."
-                % executable
-            )
         self.binary = find_executable(module, executable, "rpm-ostree", "executable")
         self.retries = max(0, int(retries or 0))
         self.retry_delay = max(0, int(retry_delay or 0))

@@ -238,8 +238,6 @@ import os
 import re
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     credentials,
     image_scopes,
@@ -251,13 +249,16 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     FleetosError,
     ImageError,
     InvalidInputError,
+    sentence,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import (
     DIGEST_FORM,
     is_digest,
     parse,
+    shown,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label, image_commit
+from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, Skopeo, host_architecture, resolve
 
 OSTREE_CACHE = "/sysroot/ostree/container-cache"
@@ -313,14 +314,18 @@ def check_params(params):
     expected = params["expected_digest"]
     if expected is not None and not is_digest(expected):
         raise InvalidInputError("The option expected_digest '%s' is not a digest: expected %s."
-                                % (expected, DIGEST_FORM))
+                                % (shown(expected, 80), DIGEST_FORM))
     architecture = params["architecture"]
     if architecture is not None and not ARCHITECTURE_RE.match(architecture):
         raise InvalidInputError("The option architecture '%s' is invalid: expected an OCI architecture such as "
-                                "amd64, arm64 or arm/v7." % architecture)
+                                "amd64, arm64 or arm/v7." % shown(architecture, 60))
     for name in ("retries", "retry_delay"):
         if params[name] < 0:
             raise InvalidInputError("The option %s %d is negative: expected 0 or more." % (name, params[name]))
+    if params["ca_cert_dir"] is not None:
+        check_directory("ca_cert_dir", params["ca_cert_dir"], missing_ok=True)
+    if params["state"] == "present" and params["cache_dir"] is not None:
+        check_directory("cache_dir", params["cache_dir"], missing_ok=True)
     return ref, expected, architecture or host_architecture()
 
 
@@ -413,8 +418,8 @@ def main():
     )
     argument_spec.update(REGISTRY_ARGS)
     argument_spec.update(RETRY_ARGS)
-    module = AnsibleModule(
-        argument_spec=argument_spec,
+    module = checked_module(
+        argument_spec,
         mutually_exclusive=[("auth_file", "pull_secret", "username")],
         required_together=[("username", "password")],
         supports_check_mode=True,
@@ -424,9 +429,9 @@ def main():
         skopeo = Skopeo(module, params["executable"], retries=params["retries"], retry_delay=params["retry_delay"])
         result = pull(module, skopeo, params)
     except FleetosError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
+        module.fail_json(msg=sentence(exc.msg), **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to pull image '%s': unexpected error: %s." % (params["image"], exc),
+        module.fail_json(msg=sentence("Failed to pull image '%s': unexpected error: %s" % (shown(params["image"]), exc)),
                          exception=traceback.format_exc())
     module.exit_json(**result)
 

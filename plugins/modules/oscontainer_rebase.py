@@ -209,8 +209,6 @@ import shutil
 import tempfile
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     OSTREE_AUTH_FILES,
@@ -225,6 +223,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     FleetosError,
     ImageError,
     InvalidInputError,
+    sentence,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._mounts import call_writable
 from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer import (
@@ -236,6 +235,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer impo
     oscontainer_commit,
     summarize,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     EXIT_UNCHANGED,
     RPM_OSTREE_ARGS,
@@ -254,11 +254,11 @@ def target(params):
     if ref.transport is not None:
         raise InvalidInputError(
             "image '%s' names an rpm-ostree transport: give a plain registry/repository@sha256:<64 hex "
-            "digits>." % params["image"])
+            "digits>." % _image_ref.shown(params["image"]))
     if not ref.pinned:
         raise InvalidInputError(
             "image '%s' has no digest: give %s@sha256:<64 hex digits>, as a legacy oscontainer is only "
-            "rebased to by digest." % (params["image"], ref.name))
+            "rebased to by digest." % (_image_ref.shown(params["image"]), _image_ref.shown(ref.name)))
     ref = ref.with_digest(ref.digest)
     return ref, _image_ref.pivot_url(ref.image)
 
@@ -268,15 +268,15 @@ def check_params(params):
     description = params["custom_description"]
     if not description or not description.strip() or any(ord(char) < 32 for char in description):
         raise InvalidInputError("custom_description %r is invalid: expected one non-empty line of text "
-                                "without control characters." % (description,))
+                                "without control characters." % (_image_ref.shown(description, 60),))
     for name in ("retries", "retry_delay"):
         if params[name] < 0:
             raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
     if not os.path.isdir(params["tmpdir"]):
-        raise InvalidInputError("tmpdir '%s' does not exist or is not a directory." % params["tmpdir"])
+        raise InvalidInputError("tmpdir '%s' does not exist or is not a directory." % _image_ref.shown(params["tmpdir"], 80))
     if not os.path.isdir(params["sysroot_repo"]):
         raise InvalidInputError("sysroot_repo '%s' does not exist or is not a directory: expected the host's "
-                                "ostree repository." % params["sysroot_repo"])
+                                "ostree repository." % _image_ref.shown(params["sysroot_repo"], 80))
 
 
 def auth_document(module, image, auth_file):
@@ -399,7 +399,7 @@ def main():
     )
     for shared in (REGISTRY_ARGS, RETRY_ARGS, RPM_OSTREE_ARGS, SKOPEO_ARGS):
         argument_spec.update(shared)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = checked_module(argument_spec, supports_check_mode=True)
     params = module.params
     try:
         client = RpmOstreeClient(module, executable=params["executable"], retries=params["retries"],
@@ -409,10 +409,10 @@ def main():
         ostree = Ostree(module, params["ostree_executable"])
         result = run_module(module, client, skopeo, ostree)
     except FleetosError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
+        module.fail_json(msg=sentence(exc.msg), **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to rebase to legacy oscontainer '%s': unexpected error: %s" % (
-            params["image"], exc), exception=traceback.format_exc())
+        module.fail_json(msg=sentence("Failed to rebase to legacy oscontainer '%s': unexpected error: %s" % (
+            _image_ref.shown(params["image"]), exc)), exception=traceback.format_exc())
     module.exit_json(**result)
 
 

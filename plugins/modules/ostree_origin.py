@@ -205,14 +205,15 @@ import json
 import os
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     FleetosError,
     InvalidInputError,
     OriginError,
+    sentence,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.module_utils._mounts import call_writable
 from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     Origin,
@@ -225,6 +226,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     invalid_value_char,
     write_atomic,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
 
 VALUE_CHARS = "only tab, newline and carriage return are allowed in origin values"
@@ -240,7 +242,8 @@ def split_name(option, name, where):
     """``group.key`` -> (group, key), split on the first dot; ``where`` names it in a message."""
     bad = invalid_name_char(name)
     if bad:
-        raise InvalidInputError("%s %r contains a control character (%s): %s" % (where, name, describe_char(bad), NAME_CHARS))
+        raise InvalidInputError("%s '%s' contains a control character (%s): %s" % (where, shown(name, 60), describe_char(bad),
+                                                                                   NAME_CHARS))
     group, dot, key = name.partition(".")
     try:
         if not dot:
@@ -248,7 +251,7 @@ def split_name(option, name, where):
         check_group_name(group)
         check_key_name(key)
     except ValueError as exc:
-        raise InvalidInputError("Invalid %s entry %r: expected group.key (%s)" % (option, name, exc))
+        raise InvalidInputError("Invalid %s entry '%s': expected group.key (%s)" % (option, shown(name, 60), exc))
     return group, key
 
 
@@ -266,17 +269,17 @@ def raw_value(name, value):
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
-        check_text("set[%r]" % name, value)
+        check_text("set['%s']" % shown(name, 60), value)
         return escape(value)
     if isinstance(value, (list, tuple)):
         if not all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in value):
-            raise InvalidInputError("Invalid set value for %s: a list may hold only strings and numbers" % name)
+            raise InvalidInputError("Invalid set value for %s: a list may hold only strings and numbers" % shown(name, 60))
         items = [to_text(item) for item in value]
         for index, item in enumerate(items):
-            check_text("set[%r][%d]" % (name, index), item)
+            check_text("set['%s'][%d]" % (shown(name, 60), index), item)
         return format_list(items)
     raise InvalidInputError("Invalid set value for %s: expected a string, number, boolean or list of strings, "
-                            "got %s" % (name, type(value).__name__))
+                            "got %s" % (shown(name, 60), type(value).__name__))
 
 
 def parse_edits(set_, remove):
@@ -295,8 +298,8 @@ def parse_edits(set_, remove):
 def resolve_deployment(module, deployment, sysroot):
     """The origin file path of ``deployment`` (booted, staged or an index)."""
     if deployment not in ("booted", "staged") and not deployment.isdigit():
-        raise InvalidInputError("Invalid deployment %r: expected booted, staged or an index 0, 1, ..."
-                                % deployment)
+        raise InvalidInputError("Invalid deployment '%s': expected booted, staged or an index (0, 1, ...)"
+                                % shown(deployment, 60))
     client = RpmOstreeClient(module)
     cmd = [client.binary, "status", "--json"]
     rc, out, err = client.run(["status", "--json"], action="list the deployments with rpm-ostree status")
@@ -357,8 +360,8 @@ def edit_origin(path, sets, removes, check_mode, backup, label=None):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
+    module = checked_module(
+        dict(
             deployment=dict(type="str", default="booted"),
             path=dict(type="path"),
             sysroot=dict(type="path", default="/"),
@@ -374,6 +377,7 @@ def main():
     try:
         sets, removes = parse_edits(params["set"], params["remove"])
         if path is None:
+            check_directory("sysroot", params["sysroot"])
             path = resolve_deployment(module, params["deployment"], params["sysroot"])
             label = "the origin file '%s' of deployment %s" % (path, params["deployment"])
         else:
@@ -382,9 +386,9 @@ def main():
     except FleetosError as exc:
         failure = dict(path=path)
         failure.update(exc.details)
-        module.fail_json(msg=exc.msg, **failure)
+        module.fail_json(msg=sentence(exc.msg), **failure)
     except Exception as exc:
-        module.fail_json(msg="Failed to edit origin %s: %s" % (path, to_text(exc)), path=path,
+        module.fail_json(msg=sentence("Failed to edit origin %s: %s" % (shown(path, 80), to_text(exc))), path=path,
                          exception=traceback.format_exc())
     module.exit_json(**result)
 

@@ -254,25 +254,24 @@ architecture:
 import os
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
+from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS, RpmOstreeClient
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(RPM_OSTREE_ARGS),
+    module = checked_module(
+        dict(RPM_OSTREE_ARGS),
         supports_check_mode=True,
     )
     try:
         client = RpmOstreeClient(module, executable=module.params["executable"])
         status = client.status()
     except FleetosError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
+        module.fail_json(msg=sentence(exc.msg), **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to read the rpm-ostree status: %s" % exc, exception=traceback.format_exc())
+        module.fail_json(msg=sentence("Failed to read the rpm-ostree status: %s" % exc), exception=traceback.format_exc())
     module.exit_json(changed=False, architecture=oci_architecture(os.uname().machine), **status)
 
 

@@ -212,8 +212,6 @@ import stat
 import tempfile
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     OSTREE_AUTH_FILES,
@@ -226,7 +224,9 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     FleetosError,
     ImageError,
     InvalidInputError,
+    sentence,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     RPM_OSTREE_ARGS,
     RpmOstreeClient,
@@ -350,7 +350,7 @@ def target_reference(params, resolver):
     if not params["allow_tag"]:
         raise InvalidInputError(
             "image '%s' has no digest: give %s@sha256:<64 hex digits>, or set allow_tag: true to "
-            "resolve the tag to a digest on the host." % (params["image"], ref.name)
+            "resolve the tag to a digest on the host." % (_image_ref.shown(params["image"]), _image_ref.shown(ref.name))
         )
     return ref.with_digest(resolver(ref)["digest"])
 
@@ -372,7 +372,8 @@ def reached(deployment, ref, resolver):
 def run_module(module, client, resolver):
     params = module.params
     if params["auth_file"] and not os.path.isfile(params["auth_file"]):
-        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file." % params["auth_file"])
+        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file."
+                                % _image_ref.shown(params["auth_file"], 80))
     for name in ("retries", "retry_delay"):
         if params[name] < 0:
             raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
@@ -437,8 +438,8 @@ def main():
     argument_spec.update(RETRY_ARGS)
     argument_spec.update(RPM_OSTREE_ARGS)
     argument_spec.update(SKOPEO_ARGS)
-    module = AnsibleModule(
-        argument_spec=argument_spec,
+    module = checked_module(
+        argument_spec,
         required_if=[("transport", "remote", ["ostree_remote"])],
         supports_check_mode=True,
     )
@@ -447,9 +448,9 @@ def main():
                                  retries=module.params["retries"], retry_delay=module.params["retry_delay"])
         result = run_module(module, client, Resolver(module, host_architecture()))
     except FleetosError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
+        module.fail_json(msg=sentence(exc.msg), **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to rebase to image '%s': %s." % (module.params["image"], exc),
+        module.fail_json(msg=sentence("Failed to rebase to image '%s': %s" % (_image_ref.shown(module.params["image"]), exc)),
                          exception=traceback.format_exc())
     module.exit_json(**result)
 

@@ -91,7 +91,8 @@ class Lab:
 
     @property
     def inventory(self):
-        return self.root / "inventories" / "lab" / "hosts.yml"
+        """The inventory fleetlab writes: FLEETLAB_INVENTORY (a second lab's) or inventories/lab."""
+        return Path(os.environ.get("FLEETLAB_INVENTORY", str(self.root / "inventories" / "lab"))) / "hosts.yml"
 
     def exec(self, node, cmd, check=True, timeout=300):
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)

@@ -185,7 +185,7 @@ def test_noise_until_the_timeout_names_it():
     result = run(host, reboot_timeout=3, poll_interval=1)
     assert result["failed"] is True and result["rebooted"] is False and result["boot_id"] is None
     assert result["msg"] == ("The host did not come back with a new boot id within 3 s of the reboot command (last check: "
-                             "boot_time_command '%s' printed '%s' and not %s)" % (BOOT, LASTLOG, FORM))
+                             "boot_time_command '%s' printed '%s' and not %s)." % (BOOT, LASTLOG, FORM))
 
 
 # --- numeric options -----------------------------------------------------------------------------------
@@ -195,10 +195,21 @@ def test_noise_until_the_timeout_names_it():
     ({"reboot_timeout": -5}, "reboot_timeout must be at least 1 second, got -5."),
     ({"poll_interval": 0}, "poll_interval must be a number of seconds more than 0, got 0.0."),
     ({"poll_interval": -0.5}, "poll_interval must be a number of seconds more than 0, got -0.5."),
-    ({"poll_interval": "nan"}, "poll_interval must be a number of seconds more than 0, got nan."),
-    ({"poll_interval": "inf"}, "poll_interval must be a number of seconds more than 0, got inf."),
+    ({"poll_interval": "nan"}, "poll_interval must be a finite number, got nan."),
+    ({"poll_interval": "inf"}, "poll_interval must be a finite number, got inf."),
     ({"connect_timeout": 0}, "connect_timeout must be at least 1 second, got 0."),
     ({"connect_timeout": -1}, "connect_timeout must be at least 1 second, got -1."),
+    # As given, before the argument spec converts them: type errors named, huge values cut short.
+    ({"reboot_timeout": "soon"}, "reboot_timeout must be an integer, got the string 'soon'."),
+    ({"reboot_timeout": "9" * 100000}, "reboot_timeout must be an integer, got the string '%s... (100000 characters)'."
+     % ("9" * 36)),
+    ({"reboot_timeout": 10 ** 12}, "reboot_timeout must be an integer of at most 2147483647, got 1000000000000."),
+    ({"reboot_command": ["systemctl", "reboot"]}, "reboot_command must be a string, got a list."),
+    ({"reboot_command": {"a": 1}}, "reboot_command must be a string, got a dict."),
+    ({"boot_time_command": 5}, "boot_time_command must be a string, got an integer."),
+    ({"reboot_command": "reboot\x00"}, "reboot_command contains a control character (U+0000 NUL): expected text "
+                                       "without control characters other than tab and newline."),
+    ({"boot_time_command": "#" + "a" * 100000}, "boot_time_command is 100001 characters long: expected at most 65536."),
 ])
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_bad_numbers_are_refused_before_anything_runs(args, message, check_mode):
@@ -207,3 +218,10 @@ def test_bad_numbers_are_refused_before_anything_runs(args, message, check_mode)
     assert result["failed"] is True and result["changed"] is False
     assert result["msg"] == message
     assert host.commands == [] and host.sleeps == []
+
+
+def test_a_multi_line_command_is_a_command():
+    host = Host(["new-id"])
+    result = run(host, boot_time_command="set -e\n\tcat /run/lab-boot-id", poll_interval=1)
+    assert not result.get("failed"), result
+    assert host.commands[0] == "set -e\n\tcat /run/lab-boot-id"

@@ -113,7 +113,7 @@ def test_from_image(image, transport, remote, expected):
 
 @pytest.mark.parametrize(("image", "transport", "remote", "fragment"), [
     ("quay.io/os@" + D1, "remote", None, "transport 'remote' needs the name of an ostree remote"),
-    ("quay.io/os@" + D1, "remote", "bad remote", "ostree remote 'bad remote' is invalid"),
+    ("quay.io/os@" + D1, "remote", "bad remote", "ostree_remote 'bad remote' is invalid"),
     ("quay.io/os@" + D1, "ftp", None, "transport 'ftp' is not supported"),
     ("ostree-unverified-registry:quay.io/os@" + D1, "registry", None,
      "already names an rpm-ostree transport (ostree-unverified-registry): give a plain registry/repository@sha256:<64 hex "

@@ -315,14 +315,17 @@ def test_has_commit_other_failures_raise(tmp_path):
     assert caught.value.details["rc"] == 2
 
 
-def test_pull_local_argv_and_error():
+def test_pull_local_argv_and_error(tmp_path):
     module = FakeModule([(0, "4 metadata, 1 content objects imported\n", ""),
                          (1, "", "error: Opening content object x: Couldn't find file object 'x'\n")])
-    ostree = Ostree(module, "/opt/bin/ostree")
+    binary = tmp_path / "ostree"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    ostree = Ostree(module, str(binary))
     ostree.pull_local("/sysroot/ostree/repo", "/var/tmp/w/repo", COMMIT)
     with pytest.raises(CommandError) as caught:
         ostree.pull_local("/sysroot/ostree/repo", "/var/tmp/w/repo", COMMIT)
-    argv = ["/opt/bin/ostree", "pull-local", "--repo=/sysroot/ostree/repo", "--untrusted", "--",
+    argv = [str(binary), "pull-local", "--repo=/sysroot/ostree/repo", "--untrusted", "--",
             "/var/tmp/w/repo", COMMIT]
     assert module.calls == [(argv, ENV), (argv, ENV)]
     assert caught.value.msg == ("Failed to pull commit %s into the repository '/sysroot/ostree/repo': Opening "

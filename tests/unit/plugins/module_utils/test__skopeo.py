@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _skopeo
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
     Skopeo,
     describe_failure,
@@ -85,14 +85,32 @@ def test_copy_argv(kwargs, options):
 
 @pytest.mark.parametrize(("executable", "lookup", "binary"), [
     (None, [("skopeo", False)], "/usr/bin/skopeo"),
-    ("/opt/bin/skopeo", [], "/opt/bin/skopeo"),
+    ("{tmp}/skopeo", [], "{tmp}/skopeo"),
     ("skopeo-1.9", [("skopeo-1.9", False)], "/usr/bin/skopeo"),
 ])
-def test_binary(executable, lookup, binary):
+def test_binary(executable, lookup, binary, tmp_path):
+    (tmp_path / "skopeo").write_text("#!/bin/sh\n")
+    (tmp_path / "skopeo").chmod(0o755)
     module = FakeModule()
-    client = Skopeo(module, executable)
-    assert client.binary == binary
+    client = Skopeo(module, executable and executable.format(tmp=tmp_path))
+    assert client.binary == binary.format(tmp=tmp_path)
     assert module.looked_up == lookup
+
+
+@pytest.mark.parametrize(("kind", "make"), [
+    ("missing", lambda path: None),
+    ("a directory", lambda path: path.mkdir()),
+    ("not executable", lambda path: path.write_text("#!/bin/sh\n")),
+])
+def test_an_executable_path_must_be_an_executable_file(tmp_path, kind, make):
+    path = tmp_path / "skopeo"
+    make(path)
+    module = FakeModule()
+    with pytest.raises(InvalidInputError) as raised:
+        Skopeo(module, str(path), option="skopeo_executable")
+    assert raised.value.msg == ("skopeo_executable '%s' does not exist or is not an executable file: expected the "
+                                "path of skopeo." % path)
+    assert module.looked_up == []
 
 
 def test_missing_binary():

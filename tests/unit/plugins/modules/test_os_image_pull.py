@@ -271,7 +271,22 @@ def test_pinned_reference_against_other_expected_digest_reads_only_the_manifest(
     ({"architecture": "AMD64"},
      "The option architecture 'AMD64' is invalid: expected an OCI architecture such as amd64, arm64 or arm/v7."),
     ({"retries": -1}, "The option retries -1 is negative: expected 0 or more."),
-    ({"image": "Bad Image"}, "image reference 'Bad Image' contains whitespace"),
+    ({"image": "Bad Image"}, "image reference 'Bad Image' contains whitespace."),
+    ({"image": ["a", "b"]}, "image must be a string, got a list."),
+    ({"image": {"a": "b"}}, "image must be a string, got a dict."),
+    ({"image": IMAGE + "\x1b[31m"}, "image contains a control character (U+001B ESC): expected one line of printable "
+                                    "text."),
+    ({"image": "a" * 100000}, "image is 100000 characters long: expected at most 4096."),
+    ({"username": ["robot"], "password": "x"}, "username must be a string, got a list."),
+    ({"retries": "many"}, "retries must be an integer, got the string 'many'."),
+    ({"state": "x" * 100000}, "state is 100000 characters long: expected at most 4096."),
+    ({"state": "absent"}, "state must be one of resolved, inspected, present, got 'absent'."),
+    ({"validate_certs": "perhaps"}, "validate_certs must be a boolean (true or false), got the string 'perhaps'."),
+    ({"expected_digest": "sha256:" + "a" * 200},
+     "The option expected_digest '%s... (207 characters)' is not a digest: expected sha256: and 64 hex digits."
+     % ("sha256:" + "a" * 49)),
+    ({"state": "present", "cache_dir": "/dev/null"}, "cache_dir '/dev/null' is not a directory."),
+    ({"ca_cert_dir": "/dev/null"}, "ca_cert_dir '/dev/null' is not a directory."),
 ])
 def test_invalid_input(monkeypatch, args, msg):
     skopeo = Skopeo([])

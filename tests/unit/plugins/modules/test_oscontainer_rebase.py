@@ -374,7 +374,7 @@ def test_check_mode_predicts_without_fetching(fake, present, deployments, reboot
      "to by digest." % (NAME, NAME)),
     ({"image": "ostree-unverified-registry:" + IMAGE}, "names an rpm-ostree transport"),
     ({"image": NAME + "@sha256:abc"}, "has an invalid digest"),
-    ({"custom_description": "two\nlines"}, "custom_description 'two\\nlines' is invalid"),
+    ({"custom_description": "two\nlines"}, "custom_description contains a control character (U+000A LF)"),
     ({"custom_description": " "}, "custom_description ' ' is invalid"),
     ({"retries": -1}, "retries -1 is negative"),
     ({"tmpdir": "/nonexistent/tmp"}, "tmpdir '/nonexistent/tmp' does not exist or is not a directory."),
@@ -472,5 +472,5 @@ def test_unexpected_error_is_one_sentence_with_a_traceback(fake, monkeypatch):
     monkeypatch.setattr(oscontainer_rebase, "run_module", broken)
     with pytest.raises(FailJson) as caught:
         run(args(fake))
-    assert outcome(caught)["msg"] == "Failed to rebase to legacy oscontainer '%s': unexpected error: boom" % IMAGE
+    assert outcome(caught)["msg"] == "Failed to rebase to legacy oscontainer '%s': unexpected error: boom." % IMAGE
     assert "RuntimeError" in outcome(caught)["exception"]

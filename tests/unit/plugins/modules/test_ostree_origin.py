@@ -116,7 +116,8 @@ def test_backup_not_made_in_check_mode(origin_file, fake):
      "an ostree base and a container image base at once"),
     (CONTAINER, {"set": {"nodot": "v"}}, "Invalid set entry 'nodot': expected group.key (it has no dot)"),
     (CONTAINER, {"remove": ["origin."]}, "Invalid remove entry 'origin.': expected group.key (a key must be "
-                                         "non-empty, without =, [, ], control characters or surrounding whitespace)"),
+                                         "non-empty, at most 255 characters, without =, [, ], control characters or "
+                                         "surrounding whitespace)"),
     (CONTAINER, {"set": {"origin.k": "v"}, "remove": ["origin.k"]},
      "Invalid options: origin.k is both in set and in remove"),
     (CONTAINER, {"set": {"origin.k": {"nested": 1}}},
@@ -127,14 +128,14 @@ def test_failures_leave_file_as_it_was(tmp_path, fake, content, args, message, c
     path = tmp_path / "x.origin"
     path.write_text(content)
     result = _run(dict(args, path=str(path)), check_mode=check_mode, expect=FailJson)
-    assert result["msg"] == message.format(path=path)
+    assert result["msg"] == message.format(path=path) + "."
     assert path.read_text() == content
     assert [p.name for p in tmp_path.iterdir()] == ["x.origin"]
 
 
 def test_missing_file(tmp_path, fake):
     result = _run({"path": str(tmp_path / "none.origin")}, expect=FailJson)
-    assert result["msg"] == "Failed to read origin %s: No such file or directory" % (tmp_path / "none.origin")
+    assert result["msg"] == "Failed to read path '%s': No such file or directory." % (tmp_path / "none.origin")
 
 
 def test_path_and_deployment_are_exclusive(origin_file, fake):
@@ -186,14 +187,14 @@ STAGED_MSG = ("Refusing to edit the origin of the staged deployment fedora-coreo
     ("staged", [_dep(CHECKSUM_B, 1, staged=True), _dep(CHECKSUM_A, 0, booted=True)], STAGED_MSG),
     ("0", [_dep(CHECKSUM_B, 1, staged=True), _dep(CHECKSUM_A, 0, booted=True)], STAGED_MSG),
     ("2", [_dep(CHECKSUM_A, 0, booted=True)], "Invalid deployment index 2: rpm-ostree status lists 1 deployment(s)"),
-    ("next", [_dep(CHECKSUM_A, 0, booted=True)], "Invalid deployment 'next': expected booted, staged or an index 0, 1, ..."),
+    ("next", [_dep(CHECKSUM_A, 0, booted=True)], "Invalid deployment 'next': expected booted, staged or an index (0, 1, ...)"),
     ("booted", [_dep(CHECKSUM_A, 0)], "Failed to find the booted deployment: rpm-ostree status shows none booted"),
     ("staged", [_dep(CHECKSUM_A, 0, booted=True)], "Failed to find the staged deployment: rpm-ostree status shows none staged"),
 ])
 def test_deployment_lookup_failures(fake, sysroot, deployment, deployments, message):
     fake["results"] = [(0, _status(*deployments), "")]
     result = _run({"deployment": deployment, "sysroot": str(sysroot), "set": {"origin.k": "v"}}, expect=FailJson)
-    assert result["msg"] == message
+    assert result["msg"] == message + "."
     assert (sysroot / "ostree/deploy/fedora-coreos/deploy" / ("%s.0.origin" % CHECKSUM_A)).read_text() == CONTAINER
 
 
@@ -243,7 +244,7 @@ def test_path_must_be_a_regular_file(tmp_path, fake, make, kind, check_mode, bac
     path = tmp_path / "x.origin"
     before = _snapshot(tmp_path)
     result = _run({"path": str(path), "set": {"origin.k": "v"}, "backup": backup}, check_mode=check_mode, expect=FailJson)
-    assert result["msg"] == "path '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
+    assert result["msg"] == "path '%s' is not a regular file (%s): ostree_origin edits origin files only." % (path, kind)
     assert result["path"] == str(path)
     assert _snapshot(tmp_path) == before     # nothing replaced, no temporary file, no backup
 
@@ -257,7 +258,7 @@ def test_deployment_origin_must_be_a_regular_file(fake, sysroot):
     fake["results"] = [(0, _status(_dep(CHECKSUM_A, 0, booted=True), _dep(CHECKSUM_B, 1)), "")]
     result = _run({"sysroot": str(sysroot), "set": {"origin.k": "v"}, "backup": True}, expect=FailJson)
     assert result["msg"] == ("the origin file '%s' of deployment booted is not a regular file (a symbolic link): "
-                             "ostree_origin edits origin files only" % origin)
+                             "ostree_origin edits origin files only." % origin)
     assert _snapshot(deploy) == before
 
 
@@ -276,13 +277,15 @@ NAME_MSG = "contains a control character (%s): group and key names hold no contr
     ({"set": {"origin.a\x00b": "v"}}, "set key 'origin.a\\x00b' " + NAME_MSG % "U+0000 NUL"),
     ({"set": {"origin.k\n": "v"}}, "set key 'origin.k\\n' " + NAME_MSG % "U+000A LF"),
     ({"set": {"ori\tgin.k": "v"}}, "set key 'ori\\tgin.k' " + NAME_MSG % "U+0009 HT"),
-    ({"remove": ["origin.k", "origin.\x1bk"]}, "remove[1] 'origin.\\x1bk' " + NAME_MSG % "U+001B ESC"),
+    # The argument check refuses it first, as every option with a control character.
+    ({"remove": ["origin.k", "origin.\x1bk"]}, "remove[1] contains a control character (U+001B ESC): expected one line "
+                                               "of printable text"),
 ])
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_control_characters_are_refused(origin_file, fake, args, message, check_mode):
     before = _snapshot(origin_file.parent)
     result = _run(dict(args, path=str(origin_file), backup=True), check_mode=check_mode, expect=FailJson)
-    assert result["msg"] == message
+    assert result["msg"] == message + "."
     assert _snapshot(origin_file.parent) == before
     assert origin_file.read_text() == CONTAINER
 
@@ -296,3 +299,28 @@ def test_tab_newline_and_carriage_return_are_escaped(origin_file, fake, value, l
     result = _run({"path": str(origin_file), "set": {"origin.k": value}})
     assert result["changed"] is True
     assert origin_file.read_text() == CONTAINER.replace(REFERENCE + "\n", REFERENCE + "\n" + line + "\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"path": ["/tmp/x.origin"]}, "path must be a string, got a list."),
+    ({"path": 5}, "path must be a string, got an integer."),
+    ({"set": ["origin.k=v"]}, "set must be a dict, got a list."),
+    ({"remove": [5]}, "remove[0] must be a string, got an integer."),
+    ({"backup": "please"}, "backup must be a boolean (true or false), got the string 'please'."),
+    ({"deployment": "a" * 100000}, "deployment is 100000 characters long: expected at most 4096."),
+    ({"set": {"origin." + "k" * 100000: "v"}}, "Invalid set entry '%s... (100007 characters)': expected group.key "
+     "(a key must be non-empty, at most 255 characters, without =, [, ], control characters or surrounding "
+     "whitespace)." % ("origin." + "k" * 29)),
+])
+def test_bad_arguments_are_refused_as_given(origin_file, fake, args, message):
+    before = _snapshot(origin_file.parent)
+    result = _run(dict({"path": str(origin_file)}, **args) if "deployment" not in args else args, expect=FailJson)
+    assert result["msg"] == message
+    assert fake["calls"] == []
+    assert _snapshot(origin_file.parent) == before
+
+
+def test_a_sysroot_that_is_no_directory_is_refused_before_rpm_ostree(fake):
+    result = _run({"sysroot": "/dev/null", "set": {"origin.k": "v"}}, expect=FailJson)
+    assert result["msg"] == "sysroot '/dev/null' is not a directory."
+    assert fake["calls"] == []

@@ -456,12 +456,15 @@ def test_index_without_the_host_architecture_fails_before_the_rebase(fake, monke
     assert [c[0] for c in fake["calls"]] == [STATUS_ARGV, INDEX_RAW_ARGV]
 
 
-def test_tag_of_an_index_is_resolved_once(fake):
+def test_tag_of_an_index_is_resolved_once(fake, tmp_path):
+    skopeo = tmp_path / "skopeo"
+    skopeo.write_text("#!/bin/sh\n")
+    skopeo.chmod(0o755)
     fake["results"] = [RESOLVED_INDEX, status(dep("c1", AMD, booted=True))]
     with pytest.raises(ExitJson) as caught:
-        run({"image": IMAGE + ":stable", "allow_tag": True, "skopeo_executable": "/opt/skopeo"})
+        run({"image": IMAGE + ":stable", "allow_tag": True, "skopeo_executable": str(skopeo)})
     result = outcome(caught)
-    assert [c[0] for c in fake["calls"]] == [["/opt/skopeo", "inspect", "--raw", "--", "docker://%s:stable" % IMAGE],
+    assert [c[0] for c in fake["calls"]] == [[str(skopeo), "inspect", "--raw", "--", "docker://%s:stable" % IMAGE],
                                              STATUS_ARGV]
     assert (result["changed"], result["digest"]) == (False, INDEX_DIGEST)
 
