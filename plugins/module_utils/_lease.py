@@ -15,8 +15,10 @@ and replaced under an exclusive ``flock`` of a sibling lock file, and written
 atomically (a temporary file, fsync, rename), so two rollouts that take the lease at
 once see one winner, and a killed controller leaves a whole record behind.
 
-A released lease (the rollout ended) is free for the next rollout; an unreleased one
-of another rollout is refused unless the caller names that rollout to break it. The
+A released lease (the rollout ended) is free for the next rollout, unless that rollout
+changed the host and released it after the new one started (its plan is stale: refused);
+an unreleased one of another rollout is refused unless the caller names that rollout to
+break it. The
 record a lease replaces is returned as ``previous``: a rerun learns from it that the
 killed rollout rebooted the host and never verified it.
 """
@@ -65,13 +67,13 @@ def _regular_or_missing(path, what):
     except FileNotFoundError:
         return None
     if not stat.S_ISREG(st.st_mode):
-        raise LeaseError("The %s %s is not a regular file: nothing was changed." % (what, path))
+        raise LeaseError("%s %s is not a regular file: nothing was changed." % (what, path))
     return st
 
 
 def read(path):
     """The lease record at ``path``, or None when there is none; LeaseError when it does not load."""
-    if _regular_or_missing(path, "lease file") is None:
+    if _regular_or_missing(path, "path") is None:
         return None
     try:
         fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
@@ -123,6 +125,8 @@ class _Locked:
         self.fd = None
 
     def __enter__(self):
+        # The lease file first: a lease path that names a device or a directory creates nothing.
+        _regular_or_missing(self.path[:-len(".lock")], "path")
         directory = os.path.dirname(self.path)
         if self.create and not os.path.isdir(directory):
             try:
@@ -130,7 +134,7 @@ class _Locked:
             except OSError as exc:
                 if exc.errno != errno.EEXIST:
                     raise LeaseError("Failed to create %s: %s." % (directory, exc.strerror or exc))
-        _regular_or_missing(self.path, "lease lock file")
+        _regular_or_missing(self.path, "the lock file of path")
         try:
             self.fd = os.open(self.path, os.O_RDWR | _OPEN_FLAGS | (os.O_CREAT if self.create else 0), 0o600)
         except FileNotFoundError:
@@ -154,11 +158,23 @@ def expired(record, now):
         return True
 
 
+def changed_since(record, started_at):
+    """Whether the rollout of ``record`` changed the host (a phase past ``planned``) and released
+    it after ``started_at``: a plan made before then is stale."""
+    if not record.get("released") or record.get("phase") in (None, "planned"):
+        return False
+    try:
+        return float(record.get("released_at")) > float(started_at)
+    except (TypeError, ValueError):
+        return False
+
+
 def _describe(record, now):
     owner = record.get("owner") if isinstance(record.get("owner"), dict) else {}
     who = "%s@%s pid %s" % (owner.get("user") or "?", owner.get("controller") or "?", owner.get("pid") or "?")
     age = now - float(record.get("started_at") or now)
-    state = "expired" if expired(record, now) else "phase %s" % record.get("phase")
+    state = ("released" if record.get("released") else "expired" if expired(record, now)
+             else "phase %s" % record.get("phase"))
     return "rollout %s (%s, started %d min ago, %s)" % (record.get("rollout"), who, max(age, 0) // 60, state)
 
 
@@ -186,7 +202,9 @@ def acquire(path, rollout, owner, started_at, ttl, phase=None, target_digest=Non
         with _Locked(path, create=not check_mode):
             current = read(path)
             ours = current is not None and current.get("rollout") == rollout
-            free = current is None or ours or current.get("released") or break_lease == current.get("rollout")
+            stale_plan = current is not None and not ours and changed_since(current, started_at)
+            free = (current is None or ours or break_lease == current.get("rollout")
+                    or (current.get("released") and not stale_plan))
             if free:
                 lease = dict(current) if ours else {
                     "version": VERSION, "rollout": rollout, "owner": owner, "started_at": started_at,
@@ -200,6 +218,10 @@ def acquire(path, rollout, owner, started_at, ttl, phase=None, target_digest=Non
                 if not check_mode:
                     _write(path, lease)
                 return True, lease, None if ours else current
+            if stale_plan:
+                raise LeaseHeldError("The host was changed by %s after this rollout started: nothing was changed; "
+                                     "run the rollout again to plan from the host's new state." % _describe(current, now()),
+                                     current)
             if not (_younger(current, started_at, rollout) and now() < deadline):
                 raise LeaseHeldError("The host is leased by %s: nothing was changed; name that rollout in "
                                      "break_lease if it is gone." % _describe(current, now()), current)

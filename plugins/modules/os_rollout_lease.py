@@ -167,9 +167,9 @@ holder:
 
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.fleetos.layering.plugins.module_utils import _lease
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
+from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 
 
 def _check(module):
@@ -186,8 +186,8 @@ def _check(module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
+    module = checked_module(
+        dict(
             state=dict(type="str", choices=["acquired", "released"], default="acquired"),
             rollout=dict(type="str", required=True),
             owner=dict(type="dict"),
@@ -216,9 +216,9 @@ def main():
     except _lease.LeaseHeldError as exc:
         module.fail_json(msg=exc.msg, acquired=False, holder=exc.holder, lease=exc.holder, previous=None)
     except FleetosError as exc:
-        module.fail_json(msg=exc.msg, acquired=False, holder=None, lease=None, previous=None, **exc.details)
+        module.fail_json(msg=sentence(exc.msg), acquired=False, holder=None, lease=None, previous=None, **exc.details)
     except Exception as exc:
-        module.fail_json(msg="Failed to update the rollout lease %s: %s." % (params["path"], exc),
+        module.fail_json(msg=sentence("Failed to update the rollout lease %s: %s" % (params["path"], exc)),
                          exception=traceback.format_exc())
     acquired = bool(lease) and lease.get("rollout") == params["rollout"] and not lease.get("released")
     module.exit_json(changed=changed, acquired=acquired, lease=lease, previous=previous, holder=None)

@@ -86,7 +86,8 @@ def takeover(lease_result, me, break_lease=None, now=None):
     fleetos_rollout_break_lease (a rollout id, or true for any expired lease).
     """
     holder = _refused_by(lease_result)
-    if holder is None:
+    if holder is None or holder.get("released"):
+        # A released lease refused: the host changed after this run started; nothing to break.
         return None
     now = time.time() if now is None else now
     if owner_gone(holder.get("owner"), me):
@@ -134,7 +135,10 @@ def lease_plan(plan, lease_result, results=None, now=None):
         pass
     elif not result.get("acquired"):
         holder = _refused_by(result)
-        if holder is not None:
+        if holder is not None and holder.get("released"):
+            reason = ("changed by %s after this rollout started: stopped before staging; run the rollout again"
+                      % _holder_sentence(holder))
+        elif holder is not None:
             reason = ("leased by %s%s: stopped before staging; if that rollout is gone, rerun with %s=%s"
                       % (_holder_sentence(holder), ", expired" if expired(holder, now) else "",
                          BREAK_VARIABLE, holder.get("rollout")))

@@ -1,7 +1,7 @@
 """A killed controller, two rollouts at once, a registry down: the rollout's lease and resume.
 
-On node05-node10 with the pools of test_rollout.py (blue budget 2, green budget 1), in
-an inventory of our own. The controller is killed as a machine dies: SIGKILL to the
+On node05, node06 and node08 (pools blue and green of test_rollout.py, budget 1 each:
+two waves), in an inventory of our own. The controller is killed as a machine dies: SIGKILL to the
 whole process group of ansible-playbook (every process this test started). Every test
 leaves its nodes booted on the lab's base image, nothing staged, no lease held.
 """
@@ -18,10 +18,21 @@ import pytest
 import yaml
 
 from conftest import REPO, VENV_BIN, collections_path
-from test_rollout import BUDGETS, NODES, POOLS, ROLLOUT, _journal_intervals, _max_concurrent, _reboots, fleet  # noqa: F401
+from test_rollout import ROLLOUT, _journal_intervals, _max_concurrent, fleet  # noqa: F401
 from test_rollout_failures import Pools, _pinned, _rows
 
 LEASE = "/var/lib/fleetos/rollout-lease.json"
+POOLS = {"blue": ["node05", "node06"], "green": ["node08"]}
+BUDGETS = {"blue": 1, "green": 1}
+NODES = sorted(n for names in POOLS.values() for n in names)
+
+
+def _reboots(events):
+    return [e["node"] for e in events if e["event"] == "reboot" and e.get("node") in NODES]
+
+
+def _fleet(lab, tmp_path, pools=None, budgets=None):
+    return Pools(lab, tmp_path, pools=pools or POOLS, budgets=budgets or BUDGETS)
 
 
 def _env():
@@ -106,7 +117,7 @@ def _restore(f, fleet_):
 
 @pytest.mark.parametrize("with_fleetlock", [False, True], ids=["budget", "fleetlock"])
 def test_killed_after_the_first_reboot_then_rerun_verifies(lab, fleet, tmp_path, with_fleetlock):
-    f = Pools(lab, tmp_path)
+    f = _fleet(lab, tmp_path)
     extra = ["-e", "fleetos_rollout_image=%s" % fleet["tag_image"]]
     groups = sorted(POOLS)
     if with_fleetlock:
@@ -169,7 +180,7 @@ def test_killed_after_the_first_reboot_then_rerun_verifies(lab, fleet, tmp_path,
 
 
 def test_killed_during_the_stage_then_rerun_converges(lab, fleet, tmp_path):
-    f = Pools(lab, tmp_path)
+    f = _fleet(lab, tmp_path)
     extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet)]
     repo = fleet["tag_image"].split("/", 1)[1].rsplit(":", 1)[0]
     mark = len(lab.journal())
@@ -193,13 +204,14 @@ def test_killed_during_the_stage_then_rerun_converges(lab, fleet, tmp_path):
 
 
 def test_two_rollouts_at_once_one_runs_the_other_stops_before_staging(lab, fleet, tmp_path):
-    f = Pools(lab, tmp_path)
+    f = _fleet(lab, tmp_path)
     extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet)]
     mark = len(lab.journal())
     try:
         one, two = Controller(f, "one", *extra), Controller(f, "two", *extra)
         rcs = one.wait(), two.wait()
         reports = one.report, two.report
+        assert None not in reports, (rcs, one.stdout[-5000:], two.stdout[-5000:])
         results = sorted((r["result"], i) for i, r in enumerate(reports))
         assert [r for r, _ in results] == ["failed", "success"], (one.stdout[-4000:], two.stdout[-4000:])
         loser, winner = reports[results[0][1]], reports[results[1][1]]
@@ -221,28 +233,33 @@ def test_two_rollouts_at_once_one_runs_the_other_stops_before_staging(lab, fleet
 
 
 def test_a_lease_held_elsewhere_is_refused_until_broken(lab, fleet, tmp_path):
-    f = Pools(lab, tmp_path, pools={"blue": ["node05"]}, budgets={"blue": 1})
+    """A lease of another controller's rollout: refused, named; broken with the variable.
+
+    The image is the one node05 is booted on, so the run that breaks the lease changes
+    nothing else on the node (no restore needed)."""
+    f = _fleet(lab, tmp_path, pools={"blue": ["node05"]}, budgets={"blue": 1})
     stale = {"version": 1, "rollout": "20260101T000000Z-dead01", "started_at": 1.0, "acquired_at": 1.0,
              "renewed_at": 1.0, "ttl": 60, "phase": "planned", "target_digest": None, "released": False,
              "owner": {"controller": "another-controller", "user": "ops", "pid": 1, "start": "1"}}
     lab.exec("node05", "mkdir -p /var/lib/fleetos && printf '%%s' '%s' > %s" % (json.dumps(stale), LEASE))
-    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet)]
-    try:
-        refused = Controller(f, "refused", *extra)
-        assert refused.wait() != 0
-        [row] = refused.report["hosts"]
-        assert row["status"] == "plan_failed" and "rollout 20260101T000000Z-dead01 (ops@another-controller, pid 1), " \
-            "expired" in row["reason"], row
-        assert _lease(lab, "node05") == stale and not f.staged("node05")
-        broken = Controller(f, "broken", "-e", "fleetos_rollout_break_lease=true", *extra)
-        assert broken.wait() == 0, broken.stdout[-4000:]
-        assert f.booted("node05") == fleet["digest"]
-    finally:
-        _restore(f, fleet)
+    base = "%s/fleetos/lab-os@%s" % (lab.registry, lab.base_digest)
+    assert f.booted("node05") == lab.base_digest
+    refused = Controller(f, "refused", "-e", "fleetos_rollout_image=%s" % base)
+    assert refused.wait() != 0
+    [row] = refused.report["hosts"]
+    assert row["status"] == "plan_failed" and "rollout 20260101T000000Z-dead01 (ops@another-controller, pid 1), " \
+        "expired" in row["reason"], row
+    assert _lease(lab, "node05") == stale
+    broken = Controller(f, "broken", "-e", "fleetos_rollout_break_lease=true", "-e", "fleetos_rollout_image=%s" % base)
+    assert broken.wait() == 0, broken.stdout[-4000:]
+    assert [r["status"] for r in broken.report["hosts"]] == ["unchanged"]
+    lease = _lease(lab, "node05")
+    assert lease["rollout"] == broken.report["rollout"] and lease["released"] and lease["phase"] == "planned"
+    assert f.booted("node05") == lab.base_digest and not f.staged("node05")
 
 
 def test_registry_down_with_a_tag_every_host_plan_failed(lab, fleet, tmp_path):
-    f = Pools(lab, tmp_path)
+    f = _fleet(lab, tmp_path)
     mark = len(lab.journal())
     lab.fleetlab("registry", "stop")
     try:

@@ -95,10 +95,10 @@ def test_a_younger_holder_that_releases_lets_the_older_rollout_in(path):
 
 def test_release_frees_the_lease_and_the_next_rollout_sees_it_as_previous(path):
     _take(path, "r1", phase="rebooting", target_digest="sha256:" + "b" * 64)
-    changed, lease = _lease.release(path, "r1", phase="done")
+    changed, lease = _lease.release(path, "r1", phase="done", now=lambda: 950.0)
     assert changed and lease["released"] and lease["phase"] == "done"
     assert _lease.release(path, "r1") == (False, lease)
-    changed, lease2, previous = _take(path, "r2", owner=OWNER_B)
+    changed, lease2, previous = _take(path, "r2", owner=OWNER_B, started=960.0)
     assert changed
     assert previous == lease and lease2["phase"] == "planned" and lease2["target_digest"] is None
 
@@ -183,3 +183,37 @@ def test_expired():
 def test_check_path(value):
     with pytest.raises(_lease.InvalidInputError):
         _lease.check_path(value)
+
+
+def test_a_rollout_that_changed_the_host_after_this_one_started_makes_its_plan_stale(path):
+    _take(path, "young", started=950.0, clock=Clock(960.0))
+    _lease.release(path, "young", phase="done", now=lambda: 990.0)
+    with pytest.raises(_lease.LeaseHeldError) as caught:
+        _take(path, "old", owner=OWNER_B, started=900.0)
+    assert "was changed by rollout young" in caught.value.msg and caught.value.holder["released"]
+    # A rollout that started after that release plans from the new state: free.
+    changed, lease, previous = _take(path, "later", owner=OWNER_B, started=995.0)
+    assert changed and lease["rollout"] == "later" and previous["phase"] == "done"
+
+
+def test_a_rollout_that_stood_back_leaves_the_host_free(path):
+    _take(path, "young", started=950.0, clock=Clock(960.0))
+    _lease.release(path, "young", now=lambda: 990.0)          # phase stays planned
+    changed, lease, previous = _take(path, "old", owner=OWNER_B, started=900.0)
+    assert changed and previous["rollout"] == "young"
+
+
+def test_changed_since():
+    done = {"released": True, "phase": "done", "released_at": 100.0}
+    assert _lease.changed_since(done, 99.0) and not _lease.changed_since(done, 101.0)
+    assert not _lease.changed_since(dict(done, phase="planned"), 99.0)
+    assert not _lease.changed_since(dict(done, released=False), 99.0)
+
+
+def test_a_lease_path_that_is_a_device_creates_nothing(tmp_path):
+    device_like = tmp_path / "fifo"
+    os.mkfifo(str(device_like))
+    with pytest.raises(_lease.LeaseError) as caught:
+        _take(str(device_like), "r1")
+    assert "is not a regular file" in caught.value.msg
+    assert sorted(os.listdir(str(tmp_path))) == ["fifo"]

@@ -137,3 +137,12 @@ def test_other_leftovers(previous, action, expected_action, release):
 def test_an_unread_host_keeps_its_plan():
     assert _resume.lease_plan(_plan("error"), {"skipped": True}, {}) == _plan("error")
     assert _resume.lease_plan(_plan(), None, None) == _plan()
+
+
+def test_a_host_changed_after_this_run_started_is_an_error_and_not_broken():
+    refused = _refused({"controller": "ctl-b", "user": "dev", "pid": 22}, rollout="r-young")
+    refused["holder"].update(released=True, phase="done")
+    plan = _resume.lease_plan(_plan(), refused, {"n1": refused})
+    assert plan["reason"] == ("changed by rollout r-young (dev@ctl-b, pid 22) after this rollout started: "
+                              "stopped before staging; run the rollout again")
+    assert _resume.takeover(refused, _me(), break_lease="r-young") is None
