@@ -11,7 +11,9 @@ class ModuleDocFragment:
     """The paths of the tools the modules run on the host.
 
     C(fleetos.layering.executables.rpm_ostree) documents O(executable) of the modules
-    that run rpm-ostree (argument spec ``RPM_OSTREE_ARGS`` in ``module_utils/_rpm_ostree.py``);
+    that run rpm-ostree (argument spec ``RPM_OSTREE_ARGS`` in ``module_utils/_rpm_ostree.py``),
+    C(fleetos.layering.executables.bootc) that of the modules that run bootc (``BOOTC_ARGS``
+    in ``module_utils/_bootc.py``);
     C(fleetos.layering.executables.skopeo) documents O(skopeo_executable) of the
     modules whose own tool is another one (``SKOPEO_ARGS`` in ``module_utils/_skopeo.py``).
     """
@@ -25,6 +27,15 @@ options:
   executable:
     description:
       - Path of the C(rpm-ostree) binary.
+      - By default the binary is searched for in E(PATH).
+    type: path
+"""
+
+    BOOTC = r"""
+options:
+  executable:
+    description:
+      - Path of the C(bootc) binary.
       - By default the binary is searched for in E(PATH).
     type: path
 """

@@ -208,8 +208,6 @@ diff:
 """
 
 import os
-import stat
-import tempfile
 import traceback
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
@@ -217,6 +215,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     OSTREE_AUTH_FILES,
     RUN_AUTH_FILE,
     ostree_auth_file,
+    placed_auth_file,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
@@ -265,61 +264,6 @@ class Resolver:
     def platform_digest(self, ref):
         """The manifest digest of ``ref`` for the host's architecture (the digest itself for a plain manifest)."""
         return self(ref)["platform_digests"][self.architecture]
-
-
-class TemporaryAuthFile:
-    """Put ``source`` at ``target`` (0600) for the duration; restore or remove it afterwards."""
-
-    def __init__(self, source, target=None):
-        self.source = source
-        self.target = target or RUN_AUTH_FILE
-        self.backup = None
-        self.backup_mode = None
-        self.active = False
-
-    def _write(self, data, mode):
-        directory = os.path.dirname(self.target)
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".auth.json.", dir=directory)
-        try:
-            os.fchmod(fd, mode)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.rename(tmp, self.target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-
-    def __enter__(self):
-        if not self.source:
-            return self
-        if os.path.exists(self.target) and os.path.samefile(self.source, self.target):
-            return self
-        try:
-            with open(self.source, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise InvalidInputError("Failed to read auth_file '%s': %s." % (self.source, exc.strerror or exc))
-        if os.path.exists(self.target):
-            with open(self.target, "rb") as handle:
-                self.backup = handle.read()
-            self.backup_mode = stat.S_IMODE(os.stat(self.target).st_mode)
-        self.active = True
-        self._write(data, 0o600)
-        return self
-
-    def __exit__(self, *exc_info):
-        if not self.active:
-            return False
-        self.active = False
-        if self.backup is not None:
-            self._write(self.backup, self.backup_mode)
-        elif os.path.exists(self.target):
-            os.unlink(self.target)
-        return False
 
 
 def summarize(deployment):
@@ -409,7 +353,7 @@ def run_module(module, client, resolver):
                       diff={"before": diff_text(before), "after": diff_text(after)})
         return result
 
-    with TemporaryAuthFile(params["auth_file"]):
+    with placed_auth_file(params["auth_file"], RUN_AUTH_FILE):
         rpm_changed = client.rebase(reference, lock_finalization=params["lock_finalization"])
     status = client.status()
     current = next_boot(status)

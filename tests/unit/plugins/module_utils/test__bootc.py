@@ -1,0 +1,333 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_bootc: the status parser against the host-v1 schema, image targets, OCI layouts, the busy probe, auth files."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
+    ImageError,
+    InvalidInputError,
+    TransactionBusyError,
+)
+
+SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[5] / "shared")))
+SCHEMA = SHARED / "reference" / "fixtures" / "bootc-status__bootc-docs__host-v1.schema.json"
+D = "sha256:" + "5e" * 32
+OTHER = "sha256:" + "7a" * 32
+
+# ---------------------------------------------------------------- the host-v1 schema
+
+# Every property of the schema's objects -> where parse_status reports it (a path into the
+# result, "entry.KEY" for a boot entry), or None for a property that only decides another one.
+REPORTED = {
+    ("Host", "apiVersion"): "api_version",
+    ("Host", "spec"): None,
+    ("Host", "status"): None,
+    ("HostSpec", "image"): "spec_image",
+    ("HostSpec", "bootOrder"): "rollback_queued",
+    ("HostStatus", "booted"): "booted",
+    ("HostStatus", "staged"): "staged",
+    ("HostStatus", "rollback"): "rollback",
+    ("HostStatus", "otherDeployments"): "deployments",
+    ("HostStatus", "readOnly"): "read_only",
+    ("HostStatus", "rollbackQueued"): "rollback_queued",
+    ("HostStatus", "type"): "type",
+    ("HostStatus", "usrOverlay"): "usr_overlay",
+    ("BootEntry", "cachedUpdate"): "entry.cached_update",
+    ("BootEntry", "composefs"): "entry.composefs_verity",
+    ("BootEntry", "downloadOnly"): "entry.download_only",
+    ("BootEntry", "image"): "entry.image",
+    ("BootEntry", "incompatible"): "entry.incompatible",
+    ("BootEntry", "ostree"): None,
+    ("BootEntry", "pinned"): "entry.pinned",
+    ("BootEntry", "softRebootCapable"): "entry.soft_reboot_capable",
+    ("BootEntryOstree", "checksum"): "entry.checksum",
+    ("BootEntryOstree", "deploySerial"): "entry.deploy_serial",
+    ("BootEntryOstree", "stateroot"): "entry.stateroot",
+    ("BootEntryComposefs", "verity"): "entry.composefs_verity",
+    ("ImageStatus", "architecture"): "entry.architecture",
+    ("ImageStatus", "image"): "entry.image.reference",
+    ("ImageStatus", "imageDigest"): "entry.image.manifest_digest",
+    ("ImageStatus", "timestamp"): "entry.timestamp",
+    ("ImageStatus", "version"): "entry.version",
+    ("ImageReference", "image"): "entry.image.reference",
+    ("ImageReference", "transport"): "entry.image.transport",
+    ("ImageReference", "signature"): "entry.image.signature",
+}
+
+
+@pytest.fixture(scope="module")
+def schema():
+    if not SCHEMA.is_file():
+        pytest.skip("the host-v1 schema is read from %s, which is absent" % SCHEMA)
+    return json.loads(SCHEMA.read_text(encoding="utf-8"))
+
+
+def test_every_schema_field_is_reported_or_deliberately_ignored(schema):
+    objects = {"Host": schema}
+    objects.update({name: definition for name, definition in schema["$defs"].items()
+                    if name in _bootc.IGNORED_FIELDS})
+    missing = []
+    for name, definition in objects.items():
+        for field in definition.get("properties", {}):
+            if (name, field) not in REPORTED and field not in _bootc.IGNORED_FIELDS[name]:
+                missing.append("%s.%s" % (name, field))
+    assert missing == []
+    # Every object a boot entry or the status is made of is looked at.
+    assert set(_bootc.IGNORED_FIELDS) >= {"HostStatus", "BootEntry", "ImageStatus", "ImageReference",
+                                          "BootEntryOstree", "BootEntryComposefs", "HostSpec"}
+
+
+def _full_entry(digest, checksum, **extra):
+    """A boot entry with every schema property set to a distinct value."""
+    entry = {
+        "image": {"image": {"image": "quay.io/example/os:1", "transport": "registry",
+                            "signature": {"ostreeRemote": "fleet"}},
+                  "imageDigest": digest, "architecture": "arm64", "version": "9.1",
+                  "timestamp": "2025-01-02T03:04:05Z"},
+        "cachedUpdate": {"image": {"image": "quay.io/example/os:1", "transport": "registry"},
+                         "imageDigest": OTHER, "version": "9.2", "architecture": "arm64"},
+        "incompatible": True, "pinned": True, "downloadOnly": True, "softRebootCapable": True,
+        "store": "ostreeContainer",
+        "ostree": {"checksum": checksum, "deploySerial": 3, "stateroot": "rhel"},
+        "composefs": {"verity": "f" * 64, "bootType": "Bls", "bootloader": "grub", "missingVerityAllowed": False},
+    }
+    entry.update(extra)
+    return entry
+
+
+def test_a_status_with_every_schema_field_is_read_whole():
+    doc = {"apiVersion": "org.containers.bootc/v1", "kind": "BootcHost", "metadata": {"name": "host"},
+           "spec": {"image": {"image": "quay.io/example/os:1", "transport": "registry", "signature": "insecure"},
+                    "bootOrder": "rollback"},
+           "status": {"booted": _full_entry(D, "b" * 64), "staged": _full_entry(OTHER, "s" * 64),
+                      "rollback": None, "otherDeployments": [_full_entry(D, "o" * 64)], "readOnly": True,
+                      "rollbackQueued": False, "type": "bootcHost",
+                      "usrOverlay": {"accessMode": "readOnly", "persistence": "transient"}}}
+    result = _bootc.parse_status(doc)
+    booted = result["booted"]
+    assert booted["image"] == {"reference": "quay.io/example/os:1", "transport": "registry",
+                               "name": "quay.io/example/os", "tag": "1", "digest": D, "manifest_digest": D,
+                               "signature": "ostreeRemote:fleet"}
+    assert (booted["architecture"], booted["version"], booted["timestamp"]) == ("arm64", "9.1", "2025-01-02T03:04:05Z")
+    assert (booted["checksum"], booted["deploy_serial"], booted["stateroot"]) == ("b" * 64, 3, "rhel")
+    assert booted["composefs_verity"] == "f" * 64
+    assert (booted["pinned"], booted["incompatible"], booted["download_only"], booted["soft_reboot_capable"]) == (
+        True, True, True, True)
+    assert booted["cached_update"] == {"digest": OTHER, "version": "9.2"}
+    # The staged entry's cached update is its own image: nothing newer.
+    assert result["staged"]["cached_update"] is None and result["cached_update"] is None
+    assert [d["checksum"] for d in result["deployments"]] == ["s" * 64, "b" * 64, "o" * 64]
+    assert result["rollback_queued"] is True          # spec.bootOrder: rollback
+    assert result["read_only"] is True and result["type"] == "bootcHost"
+    assert result["usr_overlay"] == {"access_mode": "readOnly", "persistence": "transient"}
+    assert result["spec_image"]["signature"] == "insecure"
+    assert result["api_version"] == "org.containers.bootc/v1"
+
+
+# ---------------------------------------------------------------- pure functions
+
+@pytest.mark.parametrize(("image", "transport", "expected"), [
+    ("quay.io/os@" + D, "registry", {"name": "quay.io/os", "tag": None, "digest": D}),
+    ("quay.io/os:1@" + D, "containers-storage", {"name": "quay.io/os", "tag": "1", "digest": D}),
+    ("/var/tmp/layout:stable", "oci", {"name": "/var/tmp/layout", "tag": "stable", "digest": None}),
+    ("/var/tmp/os.tar", "oci-archive", {"name": "/var/tmp/os.tar", "tag": None, "digest": None}),
+])
+def test_split_image(image, transport, expected):
+    assert _bootc.split_image(image, transport) == expected
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    ({"rollback_queued": True, "rollback": "R", "staged": "S", "booted": "B"}, "R"),
+    ({"rollback_queued": False, "rollback": "R", "staged": "S", "booted": "B"}, "S"),
+    ({"rollback_queued": False, "rollback": "R", "staged": None, "booted": "B"}, "B"),
+    ({"rollback_queued": True, "rollback": None, "staged": None, "booted": "B"}, "B"),
+])
+def test_next_boot(status, expected):
+    assert _bootc.next_boot(status) == expected
+
+
+@pytest.mark.parametrize(("image", "digest", "expected"), [
+    ({"digest": D, "manifest_digest": OTHER}, D, True),        # the index digest the reference pins
+    ({"digest": D, "manifest_digest": OTHER}, OTHER, True),    # the manifest digest bootc reports
+    ({"digest": D, "manifest_digest": D}, OTHER, False),
+    (None, D, False),
+])
+def test_has_digest(image, digest, expected):
+    assert _bootc.has_digest({"image": image}, digest) is expected
+
+
+def _params(**overrides):
+    params = {"image": "quay.io/os@" + D, "transport": "registry", "digest": None, "allow_tag": False}
+    params.update(overrides)
+    return params
+
+
+def _no_resolve(ref):
+    raise AssertionError("nothing should be resolved")
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    (_params(transport="docker-daemon"), "transport 'docker-daemon' is not a bootc transport"),
+    (_params(image="quay.io/os:1"), "image 'quay.io/os:1' has no digest: give quay.io/os@sha256"),
+    (_params(image="quay.io/os:1", transport="containers-storage", allow_tag=True),
+     "a containers-storage image is pinned by digest only"),
+    (_params(digest=D), "digest is only for the oci and oci-archive transports"),
+    (_params(image="ostree-unverified-registry:quay.io/os@" + D), "already names an rpm-ostree transport"),
+    (_params(image="relative/layout", transport="oci", digest=D), "expected /PATH[:REFERENCE]"),
+    (_params(image="/layout", transport="oci"), "oci image '/layout' names no digest"),
+    (_params(image="/layout", transport="oci", digest="sha256:abc"), "digest 'sha256:abc' is not a digest"),
+])
+def test_target_image_refuses_bad_input(params, message):
+    with pytest.raises(InvalidInputError) as caught:
+        _bootc.target_image(params, _no_resolve)
+    assert message in caught.value.msg
+
+
+def test_target_image_pins_registry_images():
+    assert _bootc.target_image(_params(image="quay.io/os:1@" + D), _no_resolve) == ("quay.io/os@" + D, D)
+    resolved = _bootc.target_image(_params(image="quay.io/os:1", allow_tag=True), lambda ref: OTHER)
+    assert resolved == ("quay.io/os@" + OTHER, OTHER)
+
+
+def _layout(directory, *entries):
+    directory.mkdir(parents=True, exist_ok=True)
+    index = {"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": 1,
+         "annotations": {"org.opencontainers.image.ref.name": name} if name else {}} for name, digest in entries]}
+    (directory / "index.json").write_text(json.dumps(index))
+    return directory
+
+
+def _archive(path, directory):
+    with tarfile.open(path, "w") as archive:
+        archive.add(directory / "index.json", arcname="index.json")
+    return path
+
+
+def test_oci_layouts_name_their_digest(tmp_path):
+    layout = _layout(tmp_path / "layout", ("stable", D), ("next", OTHER))
+    archive = _archive(tmp_path / "os.tar", layout)
+    assert _bootc.oci_layout_digest("%s:next" % layout, "oci") == OTHER
+    assert _bootc.oci_layout_digest("%s:stable" % archive, "oci-archive") == D
+    assert _bootc.target_image(_params(image="%s:stable" % layout, transport="oci", digest=D), _no_resolve) == (
+        "%s:stable" % layout, D)
+    assert _bootc.target_image(_params(image="%s:next" % archive, transport="oci-archive", allow_tag=True),
+                               _no_resolve) == ("%s:next" % archive, OTHER)
+    single = _layout(tmp_path / "single", (None, D))
+    assert _bootc.oci_layout_digest(str(single), "oci") == D
+
+
+@pytest.mark.parametrize(("image", "message"), [
+    ("{layout}:stable", "is at %s, not at digest %s: nothing was staged" % (D, OTHER)),
+    ("{layout}:gone", "has no manifest named 'gone'"),
+    ("{layout}", "lists 2 manifests and the image names none"),
+    ("{missing}:stable", "No such file or directory"),
+])
+def test_oci_layout_errors(tmp_path, image, message):
+    layout = _layout(tmp_path / "layout", ("stable", D), ("next", OTHER))
+    params = _params(image=image.format(layout=layout, missing=tmp_path / "missing"), transport="oci", digest=OTHER)
+    with pytest.raises(ImageError) as caught:
+        _bootc.target_image(params, _no_resolve)
+    assert message in caught.value.msg
+
+
+def test_oci_archive_without_index(tmp_path):
+    path = tmp_path / "empty.tar"
+    with tarfile.open(path, "w") as archive:
+        info = tarfile.TarInfo("oci-layout")
+        data = b'{"imageLayoutVersion": "1.0.0"}'
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    with pytest.raises(ImageError) as caught:
+        _bootc.oci_layout_digest(str(path), "oci-archive")
+    assert caught.value.msg == "Failed to read the OCI layout '%s': no index.json." % path
+
+
+# ---------------------------------------------------------------- the busy probe
+
+HOLD = ("import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n")
+
+
+@pytest.fixture
+def held_lock(tmp_path):
+    lock = tmp_path / "lock"
+    lock.write_bytes(b"")
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        yield lock
+    finally:
+        child.kill()
+        child.wait()
+
+
+class _Module:
+    def get_bin_path(self, name, required=False):
+        return "/usr/bin/" + name
+
+
+def test_busy_sysroot_lock_is_retried_then_refused(held_lock):
+    sleeps = []
+    client = _bootc.BootcClient(_Module(), retries=2, retry_delay=4, sleep=sleeps.append, lock_path=str(held_lock))
+    with pytest.raises(TransactionBusyError) as caught:
+        client.wait_idle("switch to registry image 'x'")
+    assert sleeps == [4, 4]
+    assert caught.value.msg == ("Failed to switch to registry image 'x' because bootc is busy: another process still "
+                                "held the ostree sysroot lock (%s) after 3 attempts." % held_lock)
+
+
+def test_free_or_missing_lock_is_idle(tmp_path):
+    free = tmp_path / "lock"
+    free.write_bytes(b"")
+    for path in (free, tmp_path / "missing"):
+        client = _bootc.BootcClient(_Module(), sleep=pytest.fail, lock_path=str(path))
+        client.wait_idle("switch")
+
+
+# ---------------------------------------------------------------- the auth file bootc reads
+
+@pytest.mark.parametrize("previous", [None, b'{"auths": {"old": {}}}'])
+def test_placed_auth_file_is_private_and_put_back(tmp_path, previous):
+    source = tmp_path / "mine.json"
+    source.write_bytes(b'{"auths": {"quay.io": {"auth": "c2VjcmV0"}}}')
+    target = tmp_path / "run" / "ostree" / "auth.json"
+    if previous is not None:
+        target.parent.mkdir(parents=True)
+        target.write_bytes(previous)
+        target.chmod(0o644)
+    with _auth.placed_auth_file(str(source), str(target)):
+        assert target.read_bytes() == source.read_bytes()
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    if previous is None:
+        assert not target.exists()
+    else:
+        assert target.read_bytes() == previous and stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert sorted(p.name for p in target.parent.iterdir()) == ([] if previous is None else ["auth.json"])
+
+
+def test_placed_auth_file_is_removed_when_the_switch_fails(tmp_path):
+    source = tmp_path / "mine.json"
+    source.write_bytes(b"{}")
+    target = tmp_path / "auth.json"
+    with pytest.raises(RuntimeError):
+        with _auth.placed_auth_file(str(source), str(target)):
+            raise RuntimeError("bootc failed")
+    assert not target.exists()
