@@ -61,6 +61,9 @@ def cmd_up(args):
         raise LabError("--registry-port %d is not a TCP port" % args.registry_port)
     if args.disk_image:
         images.parse_name(args.disk_image, "--disk-image")
+    node_backend = getattr(args, "backend", None)
+    if node_backend not in (None,) + nodes.BACKENDS:
+        raise LabError("unknown --backend %r: choose one of %s" % (node_backend, ", ".join(nodes.BACKENDS)))
     started = time.time()
     with StateLock():
         lab = read_json(state_dir() / "lab.json", {"nodes": {}})
@@ -100,12 +103,15 @@ def cmd_up(args):
             lab["nodes"][name] = {"index": index, "address": node_ip(index), "pool": pool,
                                   "labels": _labels_for(index, pool),
                                   "disk_image": bool(disk)}
+            if node_backend == "bootc":
+                lab["nodes"][name]["backend"] = "bootc"
         nodes.save_lab(lab)
 
         def _create(name):
             info = lab["nodes"][name]
             record = disk if (disk and name in new) else base
-            nodes.create(name, info["index"], record, disk_image=bool(disk and name in new))
+            nodes.create(name, info["index"], record, disk_image=bool(disk and name in new),
+                         node_backend=info.get("backend"))
             nodes.start(name)
             return name
 
@@ -137,7 +143,12 @@ def cmd_claim(args):
         raise LabError("--count %d is out of range 1..%d" % (args.count, MAX_NODES))
     if args.disk_image:
         images.parse_name(args.disk_image, "--disk-image")
+    node_backend = getattr(args, "backend", None)
+    if node_backend not in (None,) + nodes.BACKENDS:
+        raise LabError("unknown --backend %r: choose one of %s" % (node_backend, ", ".join(nodes.BACKENDS)))
     key = "%s %s" % (args.owner, args.disk_image or "")
+    if node_backend == "bootc":
+        key += " bootc"
     with StateLock("claims.lock"):
         path = state_dir() / "owned-nodes.json"
         owned = read_json(path, {})
@@ -150,11 +161,12 @@ def cmd_claim(args):
                 if first > have:
                     cmd_up(argparse.Namespace(nodes=first, boot_delay=None, registry_port=None, disk_image=None))
                 cmd_up(argparse.Namespace(nodes=first + args.count, boot_delay=None, registry_port=None,
-                                          disk_image=args.disk_image))
+                                          disk_image=args.disk_image, backend=node_backend))
             lab = read_json(state_dir() / "lab.json", {"nodes": {}})
             names = [node_name(i) for i in range(first + 1, first + args.count + 1)]
             for name in names:
-                if bool(lab["nodes"][name].get("disk_image")) != bool(args.disk_image):
+                if (bool(lab["nodes"][name].get("disk_image")) != bool(args.disk_image)
+                        or lab["nodes"][name].get("backend") != ("bootc" if node_backend == "bootc" else None)):
                     raise LabError("%s was added by another fleetlab command at the same time; claim again" % name)
             owned[key] = names
             path.write_text(json.dumps(owned, indent=2, sort_keys=True) + "\n")
@@ -354,6 +366,9 @@ def build_parser():
     up.add_argument("--registry-port", type=int, default=None)
     up.add_argument("--disk-image", default=None,
                     help="boot new nodes from this lab image's commit with a plain refspec origin")
+    up.add_argument("--backend", default=None, choices=list(nodes.BACKENDS),
+                    help="the tool that manages the nodes this adds (default rpm-ostree; bootc: installed "
+                         "by bootc, with the bootc stand-in)")
     up.set_defaults(func=cmd_up)
 
     claim = sub.add_parser("claim", help="nodes of one owner's own, added after the others once, then reused")
@@ -361,6 +376,8 @@ def build_parser():
     claim.add_argument("--count", type=int, default=1)
     claim.add_argument("--disk-image", default=None, help="boot them from this lab image, as --disk-image of up")
     claim.add_argument("--after", type=int, default=10, help="never claim nodes numbered up to this (default 10)")
+    claim.add_argument("--backend", default=None, choices=list(nodes.BACKENDS),
+                       help="the tool that manages them, as --backend of up")
     claim.add_argument("--json", action="store_true", help="print the node names as a JSON list")
     claim.set_defaults(func=cmd_claim)
 

@@ -7,6 +7,7 @@ boots it again whenever PID 1 ends (a reboot), honouring injected faults.
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -39,6 +40,11 @@ from .common import (
 
 SUPERVISOR_MARKER = "fleetlab _supervise"
 FAULTS = ("no-boot", "fail-health", "slow-boot", "unreachable")
+# The tool that manages a node's deployments. A bootc node is one that `bootc install`
+# made: its physical root holds bootc's install record (.bootc-aleph.json), and the bootc
+# stand-in is installed; on the other (rpm-ostree) nodes /usr/bin/bootc does not exist.
+BACKENDS = ("rpm-ostree", "bootc")
+BOOTC_ALEPH = ".bootc-aleph.json"
 SSHD_CONFIG = """\
 # Written by fleetlab: the node's sshd (PID 1).
 Port 22
@@ -130,7 +136,34 @@ def _deploy_dir(name, checksum):
     raise LabError("node %s has no deployment of %s" % (name, checksum[:12]))
 
 
-def _create_sysroot(name, record, disk_image=False):
+def backend(name):
+    """rpm-ostree or bootc: the tool that manages the node (bootc: it has bootc's install record)."""
+    return "bootc" if (sysroot(name) / BOOTC_ALEPH).exists() else "rpm-ostree"
+
+
+def _no_bootc_layer():
+    """An overlay layer that hides /usr/bin/bootc (an overlayfs whiteout, a 0/0 character
+    device), laid over the lab's tools on nodes that bootc does not manage."""
+    layer = state_dir() / "node-layers" / "no-bootc"
+    whiteout = layer / "bin" / "bootc"
+    if not whiteout.exists():
+        whiteout.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mknod(str(whiteout), stat.S_IFCHR | 0o600, os.makedev(0, 0))
+        except FileExistsError:  # another node's supervisor made it first
+            pass
+    return layer
+
+
+def _node_usr(name):
+    """The lowerdir(s) boot.sh lays over the image's /usr: the lab's tools, without bootc
+    on a node that bootc does not manage."""
+    if backend(name) == "bootc":
+        return str(NODE_OVERLAY)
+    return "%s:%s" % (_no_bootc_layer(), NODE_OVERLAY)
+
+
+def _create_sysroot(name, record, disk_image=False, node_backend=None):
     """A fresh sysroot deployed at the image's commit, as an installer would leave it."""
     root = sysroot(name)
     tmp_root = root.with_name("sysroot.new")
@@ -161,6 +194,12 @@ def _create_sysroot(name, record, disk_image=False):
              "oci:%s:%s" % (cache, images.layout_tag(record["name"], record["tag"]))])
     run(["ostree", "admin", "--sysroot=%s" % tmp_root, "deploy", "--os=%s" % OSNAME,
          "--origin-file=%s" % origin, "--karg=root=LABEL=root", "--karg=rw", record["commit"]])
+    if node_backend == "bootc":
+        # What `bootc install` leaves in the physical root: its install record.
+        write_json(tmp_root / BOOTC_ALEPH, {
+            "image": images.registry_ref(record), "version": record.get("version"),
+            "kernel": None, "selinux": "disabled", "timestamp": None,
+        })
     os.rename(str(tmp_root), str(root))
     etc = _deploy_dir(name, record["commit"]) / "etc"
     reg = registry.address()
@@ -172,12 +211,12 @@ def _create_sysroot(name, record, disk_image=False):
     signing.install_node_trust(etc, root / "ostree" / "repo")
 
 
-def create(name, index, record, disk_image=False):
-    """Create a node (idempotent: an existing sysroot is kept)."""
+def create(name, index, record, disk_image=False, node_backend=None):
+    """Create a node (idempotent: an existing sysroot is kept, and so is its backend)."""
     _prepare_node_files(name)
     net.ensure_node_network(name, node_ip(index))
     if not (sysroot(name) / "ostree" / "deploy").exists():
-        _create_sysroot(name, record, disk_image)
+        _create_sysroot(name, record, disk_image, node_backend)
         write_file(node_dir(name) / "boot-count", "0\n")
     elif '[remote "%s"]' % OSTREE_REMOTE not in (sysroot(name) / "ostree" / "repo" / "config").read_text():
         # A node made before the lab had signed images: give every deployment the trust files.
@@ -297,7 +336,7 @@ def supervise(name):
         proc = subprocess.Popen([
             "ip", "netns", "exec", node_netns(name),
             "unshare", "--mount", "--uts", "--pid", "--fork", "--propagation", "private",
-            str(BOOT_SCRIPT), str(sysroot(name)), str(NODE_OVERLAY), str(ndir), name,
+            str(BOOT_SCRIPT), str(sysroot(name)), _node_usr(name), str(ndir), name,
             str(journal_path()), str(count),
         ], stdin=subprocess.DEVNULL)
         child = None
@@ -354,7 +393,7 @@ def node_status(name):
     info = node_info(name)
     row = {"node": name, "address": info["address"], "pool": info["pool"], "state": "down",
            "booted": None, "digest": None, "version": None, "checksum": None, "staged": None,
-           "boots": int(_read_float(node_dir(name) / "boot-count"))}
+           "boots": int(_read_float(node_dir(name) / "boot-count")), "backend": backend(name)}
     faults = [f for f in FAULTS if fault_path(name, f).exists()]
     if faults:
         row["faults"] = faults
