@@ -127,13 +127,16 @@ lint: $(VENV_STAMP) ## ansible-lint (production profile) from the repository roo
 changelog-lint: $(VENV_STAMP) ## antsibull-changelog lint on changelogs/
 	cd $(REPO_ROOT) && $(VENV_BIN)/antsibull-changelog lint
 
-test: ## deps, venv, unit, sanity, lint, changelog-lint, then the lab tests (mk/lab.mk)
-	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv unit sanity lint changelog-lint test-lab
+test: ## deps, venv, unit, sanity, lint, changelog-lint, package (mk/package.mk), then the lab tests (mk/lab.mk)
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv unit sanity lint changelog-lint package test-lab
 
 clean: ## Remove the venv, the collection copy and test output
 	rm -rf $(VENV) $(BUILD_DIR) $(REPO_ROOT)/tests/output $(REPO_ROOT)/.pytest_cache
 	find $(REPO_ROOT) -path $(REPO_ROOT)/.git -prune -o -path $(REPO_ROOT)/lab -prune \
 		-o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+# The collection as users get it: docs lint, Galaxy tarball, EE context, install + FQCN run.
+include $(REPO_ROOT)/mk/package.mk
 
 # Lab targets (test-lab, demo, lab-*) belong to the lab; the file may not exist yet.
 -include $(REPO_ROOT)/mk/lab.mk
