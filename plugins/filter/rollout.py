@@ -16,6 +16,7 @@ import re
 from html import escape
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _INT_RE = re.compile(r"^\s*(\d+)\s*$")
@@ -367,10 +368,14 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         pool["counts"][row["status"]] += 1
     bad = [r for r in rows if r["status"] in ("failed", "plan_failed", "stage_failed", "not_activated")]
     staged = [r for r in rows if r["status"] == "staged"]
+    # Stopped on purpose after a verified canary batch (os_activate_stop_after_canary): the
+    # hosts left staged wait for a rerun, which is not a failure.
+    canary_verified = boolean(summary.get("canary_verified") or False, strict=False) \
+        and all(r["status"] == "not_activated" for r in bad)
     return {
         "rollout": rollout,
         "started_at": _num(started_at), "started_at_text": started_at_text, "ended_at": _num(ended_at),
-        "result": "failed" if bad else "staged" if staged else "success",
+        "result": "canary_verified" if canary_verified else "failed" if bad else "staged" if staged else "success",
         "stop_reason": summary.get("stop_reason"),
         "max_failures": summary.get("max_failures"),
         "waves": summary.get("waves") or [],

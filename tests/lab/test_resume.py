@@ -36,8 +36,10 @@ def _fleet(lab, tmp_path, pools=None, budgets=None):
 
 
 def _env():
+    # Custom stats shown: the set_stats data AWX keeps, printed by the default callback.
     return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
-                ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default")
+                ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default",
+                ANSIBLE_SHOW_CUSTOM_STATS="True")
 
 
 class Controller:
@@ -72,6 +74,14 @@ class Controller:
         rc = self.proc.wait(timeout)
         self.reader.join(30)
         return rc
+
+    @property
+    def stats(self):
+        """The set_stats data of the run (the default callback's CUSTOM STATS line), or None."""
+        for line in self.lines:
+            if line.strip().startswith("RUN:"):
+                return json.loads(line.split("RUN:", 1)[1])
+        return None
 
     @property
     def report(self):
@@ -277,3 +287,31 @@ def test_registry_down_with_a_tag_every_host_plan_failed(lab, fleet, tmp_path):
     assert not _reboots(lab.journal()[mark:])
     for node in NODES:
         assert not f.staged(node), node
+
+
+def test_stop_after_the_verified_canary_then_rerun_continues(lab, fleet, tmp_path):
+    """Unattended canary (an AWX workflow's first job): rc 0, result canary_verified in the
+    stats; the rerun (after the approval node) leaves the canary unchanged and does the rest."""
+    f = _fleet(lab, tmp_path, pools={"blue": ["node05", "node06"]}, budgets={"blue": 2})
+    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet), "-e", "fleetos_rollout_canary=1"]
+    try:
+        canary = Controller(f, "canary", "-e", "fleetos_rollout_stop_after_canary=true", *extra)
+        assert canary.wait() == 0, canary.stdout[-4000:]
+        rows = _rows(canary.report)
+        assert canary.report["result"] == "canary_verified", canary.report
+        assert (rows["node05"]["status"], rows["node06"]["status"]) == ("activated", "not_activated")
+        assert f.booted("node05") == fleet["digest"] and f.booted("node06") == lab.base_digest
+        assert f.staged("node06")
+        stats = canary.stats["fleetos_last_rollout"]
+        assert (stats["result"], stats["rollout"]) == ("canary_verified", canary.report["rollout"])
+        assert stats["hosts"]["node06"] == {"status": "not_activated", "target_digest": fleet["digest"],
+                                            "booted_digest": lab.base_digest}
+        assert stats["report_dir"] == str(canary.report_dir)
+
+        rest = Controller(f, "rest", *extra)
+        assert rest.wait() == 0, rest.stdout[-4000:]
+        rows = _rows(rest.report)
+        assert (rows["node05"]["status"], rows["node06"]["status"]) == ("unchanged", "activated")
+        assert rest.stats["fleetos_last_rollout"]["result"] == "success"
+    finally:
+        _restore(f, fleet)

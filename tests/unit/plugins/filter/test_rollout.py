@@ -234,3 +234,16 @@ def test_stage_only_reports_staged_hosts_and_the_result_staged():
     stopped = rollout.rollout_report([fleet[3]], {"stop_reason": "2 activation(s) failed"}, activate=False)
     assert (stopped["hosts"][0]["status"], stopped["result"]) == ("not_activated", "failed")
     assert "| staged |" in rollout.rollout_report_markdown(report)
+
+
+def test_a_run_stopped_after_its_verified_canary_is_canary_verified():
+    fleet = _fleet()
+    canary = {"started": ["n1"], "waves": [["n1"]], "stop_reason": "the canary batch (n1) is verified healthy",
+              "canary_verified": "True"}
+    report = rollout.rollout_report([fleet[0], fleet[3], fleet[5]], canary, rollout="r-9")
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert (report["result"], report["rollout"]) == ("canary_verified", "r-9")
+    assert rows["n4"]["status"] == "not_activated" and "canary batch (n1) is verified" in rows["n4"]["reason"]
+    # A failure besides the hosts left for the rerun is still a failure.
+    assert rollout.rollout_report([fleet[0], fleet[3], fleet[4]], canary)["result"] == "failed"
+    assert rollout.rollout_report([fleet[0], fleet[3]], dict(canary, canary_verified=False))["result"] == "failed"

@@ -1,0 +1,58 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private plugin_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""A playbook's report reduced to what an AWX workflow branches on (``set_stats``).
+
+Every playbook of the collection gives the same shape under ``fleetos_last_<kind>``:
+``kind``, ``result``, ``counts``, ``stop_reason``, ``rollout`` (the rollout id, when there
+is one), ``report_dir`` and ``hosts`` (host -> ``status``, ``target_digest``,
+``booted_digest``). Reasons and timings stay in the report files.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+
+KINDS = ("plan", "rollout", "rollback", "adopt", "status")
+STATS_PREFIX = "fleetos_last_"
+
+
+def _host_row(kind, row):
+    if kind == "plan":
+        return row.get("action"), row.get("digest"), row.get("booted_digest")
+    if kind == "status":
+        return ("staged" if row.get("staged_digest") else "booted"), row.get("staged_digest"), row.get("booted_digest")
+    if kind == "adopt":
+        return row.get("status"), row.get("digest"), row.get("booted_digest")
+    return row.get("status"), row.get("target_digest"), row.get("booted_digest")
+
+
+def job_stats(report, kind, report_dir=None):
+    """``{"fleetos_last_<kind>": {...}}`` for ansible.builtin.set_stats, from a playbook's report."""
+    if kind not in KINDS:
+        raise InvalidInputError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
+    if not isinstance(report, dict) or not isinstance(report.get("hosts"), list):
+        raise InvalidInputError("the %s report must be a mapping with a list of hosts" % kind)
+    hosts = {}
+    counts = {}
+    for row in report["hosts"]:
+        if not isinstance(row, dict) or not row.get("host"):
+            continue
+        status, target, booted = _host_row(kind, row)
+        hosts[row["host"]] = {"status": status, "target_digest": target, "booted_digest": booted}
+        counts[status] = counts.get(status, 0) + 1
+    if kind == "plan":
+        result = "failed" if counts.get("error") else "success"
+    elif kind == "status":
+        result = "success"
+    else:
+        result = report.get("result")
+        counts = dict(report.get("counts") or counts)
+    return {STATS_PREFIX + kind: {
+        "kind": kind, "result": result, "counts": counts, "stop_reason": report.get("stop_reason"),
+        "rollout": report.get("rollout"), "report_dir": report_dir, "hosts": hosts,
+    }}

@@ -1,0 +1,50 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_stats: a report reduced for set_stats."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.plugin_utils._stats import job_stats
+
+A, B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+def test_rollout_report_keeps_result_counts_and_per_host_digests():
+    report = {"rollout": "r1", "result": "canary_verified", "stop_reason": "canary verified",
+              "counts": {"activated": 1, "not_activated": 1},
+              "hosts": [{"host": "n1", "status": "activated", "target_digest": B, "booted_digest": B, "reason": "x"},
+                        {"host": "n2", "status": "not_activated", "target_digest": B, "booted_digest": A}]}
+    stats = job_stats(report, "rollout", report_dir="/runner/artifacts/7/rollout-report")
+    assert list(stats) == ["fleetos_last_rollout"]
+    value = stats["fleetos_last_rollout"]
+    assert (value["result"], value["rollout"], value["stop_reason"]) == ("canary_verified", "r1", "canary verified")
+    assert value["counts"] == report["counts"] and value["report_dir"].endswith("rollout-report")
+    assert value["hosts"] == {"n1": {"status": "activated", "target_digest": B, "booted_digest": B},
+                              "n2": {"status": "not_activated", "target_digest": B, "booted_digest": A}}
+
+
+def test_plan_counts_actions_and_fails_on_an_error():
+    rows = [{"host": "n1", "action": "stage", "digest": B, "booted_digest": A},
+            {"host": "n2", "action": "error", "digest": None, "booted_digest": A},
+            {"host": "n3", "action": "stage", "digest": B, "booted_digest": A}]
+    value = job_stats({"hosts": rows}, "plan")["fleetos_last_plan"]
+    assert value["counts"] == {"stage": 2, "error": 1} and value["result"] == "failed"
+    assert value["hosts"]["n3"] == {"status": "stage", "target_digest": B, "booted_digest": A}
+    assert job_stats({"hosts": rows[:1]}, "plan")["fleetos_last_plan"]["result"] == "success"
+
+
+def test_status_names_staged_hosts():
+    rows = [{"host": "n1", "booted_digest": A, "staged_digest": B}, {"host": "n2", "booted_digest": A}]
+    value = job_stats({"hosts": rows}, "status")["fleetos_last_status"]
+    assert value["hosts"]["n1"]["status"] == "staged" and value["hosts"]["n2"]["status"] == "booted"
+    assert value["counts"] == {"staged": 1, "booted": 1}
+
+
+@pytest.mark.parametrize("report, kind", [({"hosts": []}, "compose"), ({"rows": []}, "plan"), ([], "rollout")])
+def test_bad_input(report, kind):
+    with pytest.raises(InvalidInputError):
+        job_stats(report, kind)
