@@ -16,7 +16,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     images_to_inspect,
     rollback_host_plan,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, takeover
+from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, refusals, takeover
 
 
 def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
@@ -57,9 +57,14 @@ def rollout_lease_takeover(lease_result, owner, break_lease=None):
     return takeover(lease_result, owner, break_lease=break_lease)
 
 
-def rollout_lease_plan(plan, lease_result, results=None):
+def rollout_lease_refusals(results):
+    """Filter: the hosts other rollouts hold, by holder, once per play (see rollout_lease_refusals.yml)."""
+    return refusals(results)
+
+
+def rollout_lease_plan(plan, lease_result, refused=None):
     """Filter: the host's plan with its rollout lease folded in (see rollout_lease_plan.yml)."""
-    return lease_plan(plan, lease_result, results)
+    return lease_plan(plan, lease_result, refused)
 
 
 class FilterModule:
@@ -73,4 +78,5 @@ class FilterModule:
             "rollout_activation": rollout_activation,
             "rollout_lease_takeover": rollout_lease_takeover,
             "rollout_lease_plan": rollout_lease_plan,
+            "rollout_lease_refusals": rollout_lease_refusals,
         }

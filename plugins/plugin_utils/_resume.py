@@ -118,19 +118,26 @@ def _holder_sentence(holder):
         holder.get("rollout"), owner.get("user") or "?", owner.get("controller") or "?", owner.get("pid") or "?")
 
 
-def lease_plan(plan, lease_result, results=None, now=None):
-    """Fold the host's lease result into its ``plan``; -> a new plan.
-
-    ``lease_result`` is the host's os_rollout_lease result (the takeover's when there
-    was one), ``results`` the mapping host -> lease result of every host of the play.
-    """
-    plan = dict(plan) if isinstance(plan, dict) else {}
-    result = lease_result if isinstance(lease_result, dict) else None
-    now = time.time() if now is None else now
+def refusals(results):
+    """The hosts another rollout holds, by holder: {holder sentence: [hosts]}, from the
+    mapping host -> lease result of every host of the play (computed once per play)."""
     refused = {}
     for host, other in sorted((results or {}).items()):
         if _refused_by(other) is not None:
             refused.setdefault(_holder_sentence(other["holder"]), []).append(host)
+    return refused
+
+
+def lease_plan(plan, lease_result, refused=None, now=None):
+    """Fold the host's lease result into its ``plan``; -> a new plan.
+
+    ``lease_result`` is the host's os_rollout_lease result (the takeover's when there
+    was one), ``refused`` the play's :func:`refusals`.
+    """
+    plan = dict(plan) if isinstance(plan, dict) else {}
+    result = lease_result if isinstance(lease_result, dict) else None
+    now = time.time() if now is None else now
+    refused = refused if isinstance(refused, dict) else {}
     if result is None or result.get("skipped"):
         pass
     elif not result.get("acquired"):

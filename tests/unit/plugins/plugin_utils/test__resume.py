@@ -91,7 +91,7 @@ def _taken(previous=None):
 
 def test_a_refused_host_is_an_error_naming_the_holder_and_the_variable():
     refused = _refused({"controller": "ctl-b", "user": "dev", "pid": 22}, rollout="r-first")
-    plan = _resume.lease_plan(_plan(), refused, {"n1": refused}, now=950.0)
+    plan = _resume.lease_plan(_plan(), refused, _resume.refusals({"n1": refused}), now=950.0)
     assert plan["action"] == "error"
     assert plan["reason"].startswith("leased by rollout r-first (dev@ctl-b, pid 22)")
     assert "fleetos_rollout_break_lease=r-first" in plan["reason"] and "expired" not in plan["reason"]
@@ -101,7 +101,8 @@ def test_every_other_host_stops_before_staging_naming_the_holders():
     refused = _refused({"controller": "ctl-b", "user": "dev", "pid": 22}, rollout="r-first")
     results = dict(("n%d" % i, refused) for i in range(2, 9))
     results["n1"] = _taken()
-    plan = _resume.lease_plan(_plan("stage"), _taken(), results)
+    assert _resume.refusals(results) == {"rollout r-first (dev@ctl-b, pid 22)": ["n2", "n3", "n4", "n5", "n6", "n7", "n8"]}
+    plan = _resume.lease_plan(_plan("stage"), _taken(), _resume.refusals(results))
     assert plan["action"] == "error"
     assert plan["reason"] == ("stopped before staging: another rollout holds hosts of this one "
                               "(rollout r-first (dev@ctl-b, pid 22) on n2, n3, n4, n5, n6 and 2 more)")
@@ -115,7 +116,7 @@ def test_a_lease_that_failed_otherwise_is_an_error_with_its_message():
 
 def test_a_host_a_killed_rollout_rebooted_into_the_target_is_verified():
     previous = {"rollout": "killed", "phase": "rebooting", "target_digest": TARGET, "released": False}
-    plan = _resume.lease_plan(_plan(), _taken(previous), {"n1": _taken(previous)})
+    plan = _resume.lease_plan(_plan(), _taken(previous), _resume.refusals({"n1": _taken(previous)}))
     assert plan["action"] == "verify" and plan["resumed_from"] == "killed"
     assert "verified on rerun" in plan["reason"] and "killed" in plan["reason"]
     assert activation(plan) == {"activate": True, "mode": "verify", "order": 0, "staged_checksum": None}
@@ -142,7 +143,7 @@ def test_an_unread_host_keeps_its_plan():
 def test_a_host_changed_after_this_run_started_is_an_error_and_not_broken():
     refused = _refused({"controller": "ctl-b", "user": "dev", "pid": 22}, rollout="r-young")
     refused["holder"].update(released=True, phase="done")
-    plan = _resume.lease_plan(_plan(), refused, {"n1": refused})
+    plan = _resume.lease_plan(_plan(), refused, _resume.refusals({"n1": refused}))
     assert plan["reason"] == ("changed by rollout r-young (dev@ctl-b, pid 22) after this rollout started: "
                               "stopped before staging; run the rollout again")
     assert _resume.takeover(refused, _me(), break_lease="r-young") is None
