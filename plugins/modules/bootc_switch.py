@@ -292,7 +292,6 @@ def check_input(params):
 
 def run_module(module, client, resolve_tag):
     params = module.params
-    check_input(params)
     image, digest = _bootc.target_image(params, resolve_tag)
     transport = params["transport"]
     status = client.status()
@@ -348,6 +347,8 @@ def main():
     argument_spec.update(SKOPEO_ARGS)
     module = checked_module(argument_spec, supports_check_mode=True)
     try:
+        # Bad input is refused before bootc is even looked for.
+        check_input(module.params)
         client = _bootc.BootcClient(module, executable=module.params["executable"],
                                     retries=module.params["retries"], retry_delay=module.params["retry_delay"])
         result = run_module(module, client, tag_resolver(module))

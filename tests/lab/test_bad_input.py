@@ -180,6 +180,18 @@ def _cases(lab):
     add("os_rollout_lease", "started_at is a word", "started_at", dict(lease, started_at="yesterday"))
     add("os_rollout_lease", "owner is a string", "owner", dict(lease, owner="ops@ctl"))
 
+    # bootc_switch and bootc_info: refused before bootc is looked for (this node is an rpm-ostree one).
+    for name, value in dict(non_strings, huge="%s/fleetos/%s" % (registry, huge), NUL=pinned + "\x00",
+                            ESC=pinned + "\x1b[31m").items():
+        add("bootc_switch", "image is " + name, "image", {"image": value})
+    add("bootc_switch", "unknown transport", "transport", {"image": pinned, "transport": "docker-daemon"})
+    add("bootc_switch", "negative retries", "retries", {"image": pinned, "retries": -1})
+    add("bootc_switch", "labels is a list", "labels", {"image": pinned, "labels": ["ostree.bootable"]})
+    add("bootc_switch", "auth_file is /dev/null", "auth_file", {"image": pinned, "auth_file": "/dev/null"})
+    for name, value in (("metacharacters", "/usr/bin/bootc; touch %s" % PWNED), ("a directory", FIX + "/dir"),
+                        ("a list", ["bootc"]), ("NUL", "/usr/bin/bootc\x00")):
+        add("bootc_info", "executable is " + name, "executable", {"executable": value})
+
     # os_reboot runs its two commands through the shell by design: the cases are the ones that
     # must be refused before its reboot command (a marker file under FIX) could run.
     reboot = {"reboot_command": "touch %s/rebooted" % FIX, "boot_time_command": "cat /run/lab-boot-id",
