@@ -33,6 +33,7 @@ import stat
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._origin import _fsync_dir, _unlink_quietly, _write_all
 
 DEFAULT_PATH = "/var/lib/fleetos/rollout-lease.json"
 PHASES = ("planned", "rebooting", "activated", "failed", "done")
@@ -98,21 +99,14 @@ def _write(path, record):
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
         try:
-            os.write(fd, data)
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _fsync_dir(directory)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
         raise LeaseError("Failed to write the lease file %s: %s." % (path, exc.strerror or exc))
 
 
