@@ -132,6 +132,59 @@ def _image_of(raw):
     }
 
 
+def origin_image(image):
+    """A deployment's bootc ``image`` in rpm-ostree's shape (``rpm_ostree_info``), or None.
+
+    bootc writes the image it tracks into the deployment's ostree origin as an
+    ostree-container reference, by its transport and signature source: a ``registry``
+    image is ``ostree-unverified-registry:NAME`` (signature ``insecure``),
+    ``ostree-image-signed:docker://NAME`` (``containerPolicy``) or
+    ``ostree-remote-image:REMOTE:docker://NAME`` (``ostreeRemote:REMOTE``); another
+    transport is ``ostree-unverified-image:TRANSPORT:NAME``. That reference is
+    ``reference`` here, so that one planner compares deployments of either tool;
+    ``bootc_transport`` and ``signature`` keep what bootc reported.
+    """
+    if not isinstance(image, dict) or not image.get("reference"):
+        return None
+    name, signature = image["reference"], image.get("signature") or "insecure"
+    bootc_transport = image.get("transport") or REGISTRY
+    if bootc_transport != REGISTRY:
+        text = "%s:%s:%s" % (_image_ref.UNVERIFIED_IMAGE, bootc_transport, name)
+    elif signature.startswith("ostreeRemote:"):
+        text = "%s:%s:%s%s" % (_image_ref.REMOTE_IMAGE, signature.split(":", 1)[1], _image_ref.DOCKER_SCHEME, name)
+    elif signature == "containerPolicy":
+        text = "%s:%s%s" % (_image_ref.IMAGE_SIGNED, _image_ref.DOCKER_SCHEME, name)
+    else:
+        text = "%s:%s" % (_image_ref.UNVERIFIED_REGISTRY, name)
+    transport = text.split(":", 1)[0]
+    return {
+        "reference": text,
+        "transport": transport,
+        "transport_kind": _image_ref.TRANSPORT_KINDS.get(transport),
+        "name": image.get("name"),
+        "tag": image.get("tag"),
+        "digest": image.get("digest"),
+        "manifest_digest": image.get("manifest_digest"),
+        "bootc_transport": bootc_transport,
+        "signature": image.get("signature"),
+    }
+
+
+def origin_status(status):
+    """bootc facts (:func:`parse_status`) with every deployment's image in rpm-ostree's shape."""
+    converted = {}
+    deployments = []
+    for deployment in status["deployments"]:
+        copy = dict(deployment, image=origin_image(deployment.get("image")))
+        converted[id(deployment)] = copy
+        deployments.append(copy)
+    result = dict(status, deployments=deployments)
+    for role in ("booted", "staged", "rollback"):
+        if status[role] is not None:
+            result[role] = converted[id(status[role])]
+    return result
+
+
 def _cached_update(raw, own_digest):
     """``{digest, version}`` of a boot entry's cachedUpdate, or None (none, or the entry's own image)."""
     cached = raw.get("cachedUpdate")

@@ -49,6 +49,9 @@ from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import pl
 
 ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "verify", "error")
 DEFAULT_POOL = "default"
+# The tool that manages a host (fleetos.layering.os_info's backend): it stages, activates and rolls back.
+RPM_OSTREE = "rpm-ostree"
+BOOTC = "bootc"
 FALLBACK_VARIABLE = "fleetos_rollout_image"
 
 # Keys of the origin file that name what a deployment tracks; pinning replaces them.
@@ -148,7 +151,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     the wanted images; ``state=inspected`` over pinned per-platform images), or
     mappings of image text to such results; without ``resolutions`` the plan only
     names the image it wants (``wanted``) and decides nothing. ``status`` is the host's
-    fleetos.layering.rpm_ostree_info result, or None when the host was not read.
+    fleetos.layering.os_info (or rpm_ostree_info) result, or None when the host was not read.
     ``error`` records a host whose planning failed before (its message is the reason).
     """
     assignment = assignment if isinstance(assignment, dict) else {}
@@ -162,7 +165,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         "transport_kind": None, "ostree_remote": None, "reference": None,
         "old_digest": None, "booted_digest": None, "booted_image": None, "booted_checksum": None,
         "staged_digest": None, "staged_image": None, "staged_checksum": None, "commit": None,
-        "status_read": isinstance(status, dict), "up_to_date": None, "action": None, "reason": None,
+        "status_read": isinstance(status, dict), "backend": None, "up_to_date": None, "action": None, "reason": None,
         "origin_set": {}, "origin_remove": [],
     }
     if error is not None:
@@ -172,6 +175,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     if isinstance(status, dict):
         booted, staged = status.get("booted"), status.get("staged")
         plan["architecture"] = status.get("architecture")
+        plan["backend"] = status.get("backend") or RPM_OSTREE
         for key, deployment in (("booted", booted), ("staged", staged)):
             image = (deployment or {}).get("image") or {}
             plan["%s_image" % key] = image.get("reference") or (deployment or {}).get("origin")
@@ -213,6 +217,10 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
     ref = check_image(wanted, field)
     transport = _image_ref.parse_transport(transport_text, field="transport")
     plan.update(transport=transport.text, transport_kind=transport.kind, ostree_remote=transport.remote)
+    if plan["backend"] == BOOTC and transport.kind == "remote":
+        raise InvalidInputError(
+            "transport %s cannot be used on a bootc host: bootc switch verifies images only with the containers "
+            "policy (ostree-image-signed)" % transport.text)
     digest = ref.digest
     if resolutions is None:
         plan["reason"] = reason
@@ -299,12 +307,12 @@ def images_to_inspect(plans):
 def rollback_host_plan(status, host, pool=None, rollback_from=None):
     """What rolling ``host`` back takes: ``activate`` (boot the previous deployment) or ``unchanged``.
 
-    ``status`` is the host's fleetos.layering.rpm_ostree_info result after any staged
-    deployment was cancelled. ``rollback_from``: only a host booted on this digest is
-    rolled back, so that a rerun changes nothing.
+    ``status`` is the host's fleetos.layering.os_info result (rpm-ostree: after any staged
+    deployment was cancelled; bootc discards it when it rolls back). ``rollback_from``: only
+    a host booted on this digest is rolled back, so that a rerun changes nothing.
     """
     if not isinstance(status, dict):
-        raise InvalidInputError("rollback_plan needs the host's rpm_ostree_info result, a mapping")
+        raise InvalidInputError("rollback_plan needs the host's os_info result, a mapping")
     if rollback_from is not None and not _image_ref.is_digest(rollback_from):
         raise InvalidInputError("fleetos_rollback_from %r is not a digest: expected %s"
                                 % (rollback_from, _image_ref.DIGEST_FORM), field="fleetos_rollback_from")
@@ -323,6 +331,7 @@ def rollback_host_plan(status, host, pool=None, rollback_from=None):
         "image": previous_deployment["image"].get("reference") if wanted else None,
         "digest": previous if wanted else booted_digest, "transport": None, "old_digest": booted_digest,
         "booted_digest": booted_digest, "staged_digest": None, "staged_checksum": None, "reason": reason,
+        "backend": status.get("backend") or RPM_OSTREE,
     }
 
 

@@ -191,6 +191,12 @@ def _cases(lab):
     for name, value in (("metacharacters", "/usr/bin/bootc; touch %s" % PWNED), ("a directory", FIX + "/dir"),
                         ("a list", ["bootc"]), ("NUL", "/usr/bin/bootc\x00")):
         add("bootc_info", "executable is " + name, "executable", {"executable": value})
+    add("os_info", "unknown backend", "backend", {"backend": "dnf"})
+    add("os_info", "backend is a list", "backend", {"backend": ["bootc"]})
+    add("os_info", "bootc_executable has metacharacters", "bootc_executable",
+        {"bootc_executable": "/usr/bin/bootc; touch %s" % PWNED})
+    add("os_info", "rpm_ostree_executable is a directory", "rpm_ostree_executable",
+        {"rpm_ostree_executable": FIX + "/dir"})
 
     # os_reboot runs its two commands through the shell by design: the cases are the ones that
     # must be refused before its reboot command (a marker file under FIX) could run.

@@ -1,0 +1,200 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: os_info
+short_description: Report the deployments of an image-based host, through bootc or rpm-ostree
+version_added: 0.2.0
+description:
+  - Reads the host's booted, staged and rollback deployments with the tool that manages the
+    host - C(bootc status) or C(rpm-ostree status) - and returns them in one shape, so that
+    the roles and playbooks of this collection handle bootc and rpm-ostree hosts alike.
+  - With O(backend=auto), a host where C(bootc status) reports a booted bootc host is read with
+    bootc; any other host with rpm-ostree. RV(backend) says which.
+  - Each deployment has the keys of M(fleetos.layering.rpm_ostree_info)'s deployments. The
+    C(image.reference) of a bootc deployment is the ostree-container reference bootc writes in
+    the deployment's origin (for example C(ostree-unverified-registry:NAME@sha256:...)), so that
+    images are compared the same way on both; C(image.bootc_transport) and C(image.signature)
+    keep what bootc reported.
+author:
+  - fleetos.layering contributors (@fleetos)
+extends_documentation_fragment:
+  - fleetos.layering.attributes
+  - fleetos.layering.attributes.info_module
+options:
+  backend:
+    description:
+      - The tool that manages the host.
+      - V(auto) asks bootc first (when it is installed) and uses rpm-ostree when bootc did not boot the host.
+    type: str
+    choices: [auto, bootc, rpm-ostree]
+    default: auto
+  rpm_ostree_executable:
+    description:
+      - Path of the C(rpm-ostree) binary. By default it is searched for in E(PATH).
+    type: path
+  bootc_executable:
+    description:
+      - Path of the C(bootc) binary. By default it is searched for in E(PATH).
+    type: path
+requirements:
+  - bootc or rpm-ostree on the managed host
+seealso:
+  - module: fleetos.layering.bootc_info
+  - module: fleetos.layering.rpm_ostree_info
+notes:
+  - Never changes the host.
+"""
+
+EXAMPLES = r"""
+- name: Read the deployments with the tool that manages the host
+  fleetos.layering.os_info:
+  register: __os_info
+
+- name: Show the booted digest and the tool
+  ansible.builtin.debug:
+    msg: "{{ __os_info.backend }}: {{ __os_info.booted.image.digest | default('no image') }}"
+
+- name: Read a host known to be managed by bootc
+  fleetos.layering.os_info:
+    backend: bootc
+"""
+
+RETURN = r"""
+backend:
+  description: The tool that manages the host and was read, V(bootc) or V(rpm-ostree).
+  returned: success
+  type: str
+  sample: bootc
+booted:
+  description:
+    - The booted deployment, with the keys of RV(fleetos.layering.rpm_ostree_info#module:booted) (a bootc host's
+      deployment has the keys of RV(fleetos.layering.bootc_info#module:booted) as well).
+  returned: success
+  type: dict
+  sample:
+    booted: true
+    staged: false
+    checksum: 26836632adf6228d64ef07a26fd3efaf177104efd1f341a2cf7909a3e4e2c72c
+    version: "9.6"
+    image:
+      reference: ostree-unverified-registry:quay.io/example/os@sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34
+      transport: ostree-unverified-registry
+      transport_kind: registry
+      name: quay.io/example/os
+      tag: null
+      digest: sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34
+      manifest_digest: sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34
+      bootc_transport: registry
+      signature: insecure
+staged:
+  description: The staged deployment (same keys as RV(booted)), or V(null).
+  returned: success
+  type: dict
+  sample: null
+rollback:
+  description: The rollback deployment (same keys as RV(booted)), or V(null).
+  returned: success
+  type: dict
+  sample: null
+deployments:
+  description: Every deployment, the next boot first (same keys as RV(booted)).
+  returned: success
+  type: list
+  elements: dict
+  sample: []
+reboot_required:
+  description: Whether the next boot changes the deployment (a staged deployment, a queued rollback).
+  returned: success
+  type: bool
+  sample: false
+architecture:
+  description: The host's architecture as OCI image indexes name it.
+  returned: success
+  type: str
+  sample: amd64
+"""
+
+import os
+import traceback
+
+from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient, origin_status
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, FleetosError, sentence
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
+from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
+
+BACKENDS = ("auto", "bootc", "rpm-ostree")
+
+
+def read_bootc(module, executable, required):
+    """The bootc facts in rpm-ostree's shape, or None when bootc did not boot the host (``required`` False)."""
+    try:
+        status = BootcClient(module, executable=executable).status()
+    except CommandError:
+        if required:
+            raise
+        # A bootc that cannot say (an older one on a package-mode host): not a bootc host.
+        return None
+    if not status["is_bootc"]:
+        if required:
+            raise CommandError("Failed to read the host with bootc: bootc did not boot it (status.booted is null).")
+        return None
+    booted = status["booted"] or {}
+    architecture = booted.get("architecture") or oci_architecture(os.uname().machine)
+    return dict(origin_status(status), backend="bootc", architecture=architecture)
+
+
+def read_rpm_ostree(module, executable):
+    status = RpmOstreeClient(module, executable=executable).status()
+    return dict(status, backend="rpm-ostree", architecture=oci_architecture(os.uname().machine))
+
+
+def read_host(module, backend, rpm_ostree_executable=None, bootc_executable=None):
+    """The host's deployments, read with ``backend`` (``auto``: bootc when it booted the host).
+
+    An executable given as a path is checked before any tool runs, and named by its option.
+    """
+    if rpm_ostree_executable:
+        find_executable(module, rpm_ostree_executable, "rpm-ostree", "rpm_ostree_executable")
+    if bootc_executable or backend == "bootc":
+        find_executable(module, bootc_executable, "bootc", "bootc_executable")
+    elif backend == "auto" and not module.get_bin_path("bootc", required=False):
+        backend = "rpm-ostree"
+    if backend != "rpm-ostree":
+        facts = read_bootc(module, bootc_executable, required=backend == "bootc")
+        if facts is not None:
+            return facts
+    return read_rpm_ostree(module, rpm_ostree_executable)
+
+
+def main():
+    module = checked_module(
+        dict(
+            backend=dict(type="str", choices=list(BACKENDS), default="auto"),
+            rpm_ostree_executable=dict(type="path"),
+            bootc_executable=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        facts = read_host(module, params["backend"], params["rpm_ostree_executable"], params["bootc_executable"])
+    except FleetosError as exc:
+        module.fail_json(msg=sentence(exc.msg), **exc.details)
+    except Exception as exc:
+        module.fail_json(msg=sentence("Failed to read the deployments of the host: %s" % exc),
+                         exception=traceback.format_exc())
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""A mixed pool: two bootc-managed and two rpm-ostree lab nodes, rolled out and back as one.
+
+The playbooks pick the tool per host (fleetos_os_backend, auto by default): the plan reads
+each host with bootc where bootc booted it, stages with `bootc switch --download-only` or
+`rpm-ostree rebase`, activates with `bootc upgrade --from-downloaded --apply` or
+`rpm-ostree finalize-deployment`, and rolls back with `bootc rollback` or `rpm-ostree
+rollback`. What each node booted is read here with the node's own tool.
+
+The four nodes are this module's own (`fleetlab claim`); the images are new on every run,
+so a run never depends on where the last one left them.
+"""
+
+import json
+import time
+import uuid
+
+import pytest
+import yaml
+
+from conftest import REPO, read_hosts
+from test_integration_targets import run_playbook
+
+ROLLOUT = REPO / "playbooks" / "rollout.yml"
+ROLLBACK = REPO / "playbooks" / "rollback.yml"
+BUDGET = 2
+
+
+@pytest.fixture(scope="module")
+def mixed(lab, tmp_path_factory):
+    bootc = json.loads(lab.fleetlab("claim", "test_bootc_rollout", "--count", "2", "--backend", "bootc",
+                                    "--json").stdout)
+    rpm_ostree = json.loads(lab.fleetlab("claim", "test_bootc_rollout_rpm", "--count", "2", "--json").stdout)
+    for node in bootc + rpm_ostree:
+        lab.fleetlab("fault", node, "clear")
+    hosts, allvars = read_hosts(lab.inventory)
+    inventory = tmp_path_factory.mktemp("mixed") / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": allvars, "children": {"mixed": {
+        "vars": {"fleetos_pool": "mixed", "fleetos_pool_max_unavailable": BUDGET},
+        "hosts": {name: hosts[name] for name in bootc + rpm_ostree}}}}}, sort_keys=False))
+    tag = uuid.uuid4().hex[:8]
+    digest = lab.build_image("fleetos/mixed:%s" % tag, "--from", "fleetos/lab-os:1.0", "--version", "mixed-%s" % tag)
+    return {"bootc": bootc, "rpm_ostree": rpm_ostree, "nodes": bootc + rpm_ostree, "inventory": inventory,
+            "image": "%s/fleetos/mixed:%s" % (lab.registry, tag), "digest": digest}
+
+
+def play(lab, mixed, tmp_path, playbook, *extra, report="report", check=True):
+    class _Inventory:
+        inventory = mixed["inventory"]
+
+    start = len(lab.journal())
+    proc = run_playbook(_Inventory(), playbook, "--forks", "10", "-e", "fleetos_report_dir=%s" % (tmp_path / report),
+                        *extra, check=check)
+    proc.events = lab.journal()[start:]
+    name = "rollout-report.json" if playbook == ROLLOUT else "rollback-report.json"
+    path = tmp_path / report / name
+    proc.report = json.loads(path.read_text()) if path.exists() else None
+    return proc
+
+
+def booted_digest(lab, mixed, node):
+    """The booted digest as the node's own tool reports it."""
+    if node in mixed["bootc"]:
+        status = json.loads(lab.exec(node, ["bootc", "status", "--format=json"], check=True).stdout)
+        return status["status"]["booted"]["image"]["imageDigest"]
+    status = lab.rpm_ostree_status(node)
+    return next(d for d in status["deployments"] if d.get("booted"))["container-image-reference-digest"]
+
+
+def max_down(events, nodes):
+    """The most nodes between a reboot and their next boot at any instant, from the journal."""
+    points, pending = [], {}
+    for event in events:
+        if event.get("node") not in nodes:
+            continue
+        if event["event"] == "reboot":
+            pending[event["node"]] = float(event["ts"])
+        elif event["event"] == "boot" and event["node"] in pending:
+            points += [(pending.pop(event["node"]), 1), (float(event["ts"]), -1)]
+    now = best = 0
+    for _, step in sorted(points):
+        now += step
+        best = max(best, now)
+    return best
+
+
+def test_mixed_pool_rolls_out_reruns_and_rolls_back_by_each_hosts_tool(lab, mixed, tmp_path):
+    nodes = mixed["nodes"]
+    before = {node: booted_digest(lab, mixed, node) for node in nodes}
+    began = time.time()
+    proc = play(lab, mixed, tmp_path, ROLLOUT, "-e", "fleetos_rollout_image=%s" % mixed["image"])
+    report = proc.report
+    assert report["result"] == "success", proc.stdout[-4000:]
+    rows = {row["host"]: row for row in report["hosts"]}
+    assert {node: rows[node]["backend"] for node in nodes} == dict(
+        [(n, "bootc") for n in mixed["bootc"]] + [(n, "rpm-ostree") for n in mixed["rpm_ostree"]])
+    assert {node: rows[node]["status"] for node in nodes} == {node: "activated" for node in nodes}
+    for node in nodes:
+        assert booted_digest(lab, mixed, node) == mixed["digest"], node
+    assert max_down(proc.events, nodes) <= BUDGET
+    assert sorted(e["node"] for e in proc.events if e["event"] == "reboot") == sorted(nodes)
+    for node in mixed["bootc"]:
+        # bootc tracks the target (its spec), so that a later `bootc upgrade` follows it.
+        spec = json.loads(lab.exec(node, ["bootc", "status", "--format=json"], check=True).stdout)["spec"]
+        assert spec["image"]["image"].endswith("@" + mixed["digest"]), spec
+    rollout_seconds = time.time() - began
+
+    again = play(lab, mixed, tmp_path, ROLLOUT, "-e", "fleetos_rollout_image=%s" % mixed["image"], report="rerun")
+    assert again.report["counts"]["unchanged"] == len(nodes)
+    assert [e for e in again.events if e["event"] in ("reboot", "blob_read") and e.get("node") in nodes] == []
+    recap = [line for line in again.stdout.splitlines() if " : ok=" in line]
+    assert recap and all("changed=0" in line for line in recap), "\n".join(recap)
+
+    back = play(lab, mixed, tmp_path, ROLLBACK, "-e", "fleetos_rollback_from=%s" % mixed["digest"], report="back")
+    for node in nodes:
+        assert booted_digest(lab, mixed, node) == before[node], node
+    assert max_down(back.events, nodes) <= BUDGET
+    print("mixed pool of %d (%d bootc): rollout %.1f s, rerun changed=0, rollback by each host's tool"
+          % (len(nodes), len(mixed["bootc"]), rollout_seconds))
+
+
+def test_a_bootc_node_that_fails_health_is_rolled_back_with_bootc(lab, mixed, tmp_path):
+    failing = mixed["bootc"][0]
+    others = [node for node in mixed["nodes"] if node != failing]
+    before = booted_digest(lab, mixed, failing)
+    lab.fleetlab("fault", failing, "fail-health")
+    try:
+        # The failing node alone (--limit): its pool's budget of 2 is not in question here.
+        proc = play(lab, mixed, tmp_path, ROLLOUT, "-v", "--limit", "%s,localhost" % failing,
+                    "-e", "fleetos_rollout_image=%s" % mixed["image"], "-e", "fleetos_rollout_health_command=lab-health",
+                    "-e", "fleetos_rollout_health_retries=1", check=False)
+    finally:
+        lab.fleetlab("fault", failing, "clear")
+    assert proc.returncode != 0
+    row = {r["host"]: r for r in proc.report["hosts"]}[failing]
+    assert row["status"] == "failed" and row["rolled_back"], row
+    assert row["backend"] == "bootc"
+    assert booted_digest(lab, mixed, failing) == before
+    # The rollback was bootc's: the task ran `bootc rollback`, never rpm-ostree's.
+    assert '"cmd": ["bootc", "rollback"]' in proc.stdout or '"cmd": "bootc rollback"' in proc.stdout, proc.stdout[-3000:]
+    assert "rpm-ostree rollback" not in proc.stdout
+    assert [e["node"] for e in proc.events if e["event"] == "reboot"] == [failing, failing]
+    assert not any(e.get("node") in others for e in proc.events if e["event"] == "reboot")
