@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import fleetlock, images, inventory, net, nodes, registry, signing
+from . import derived, fleetlock, images, inventory, layers, net, nodes, registry, signing
 from .common import (
     BASE_IMAGE,
     MAX_NODES,
@@ -272,7 +272,8 @@ def cmd_image_list(args):
             extra += "  signed-by %s" % rec["signed_by"]
         if rec.get("manifests"):
             extra += "  " + " ".join("%s=%s" % kv for kv in sorted(rec["manifests"].items()))
-        print("%s  %s  %s  commit %s%s" % (key, rec["digest"], rec["version"], rec["commit"][:12], extra))
+        commit = (rec["commit"] or "(merge)")[:12]  # a derived image's commit is the node's merge commit
+        print("%s  %s  %s  commit %s%s" % (key, rec["digest"], rec["version"], commit, extra))
     return 0
 
 
@@ -413,6 +414,8 @@ def build_parser():
                        help="push an OCI image index: this image (amd64) and an arm64 entry")
     build.add_argument("--json", action="store_true", help="print the whole record")
     build.set_defaults(func=cmd_image_build)
+    derived.add_parser(isub)
+    layers.add_parser(isub)
     ls = isub.add_parser("list", help="images built by this lab")
     ls.add_argument("--json", action="store_true", help="print every record")
     ls.set_defaults(func=cmd_image_list)

@@ -170,6 +170,13 @@ def _config_created(tag):
     return config.get("created"), config.get("config", {}).get("Labels") or {}
 
 
+def _final_diffid(tag):
+    """The diff_id of the image's last layer (its config's rootfs.diff_ids)."""
+    manifest = json.loads(_blob_path(_manifest_digest(tag)).read_text())
+    config = json.loads(_blob_path(manifest["config"]["digest"]).read_text())
+    return config["rootfs"]["diff_ids"][-1]
+
+
 def fetch(name, tag):
     """Copy an image from the lab registry into the local OCI layout."""
     src = "docker://%s/%s:%s" % (registry.address(), name, tag)
@@ -209,6 +216,8 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
             raise LabError("malformed --add-file %r: expected SRC:DEST" % spec)
     if base:
         base_name, base_tag = parse_name(base, "base image name")
+        if built().get("%s:%s" % (base_name, base_tag), {}).get("derived"):
+            raise LabError("--from %s is a derived image (its commit is a node's merge commit): use 'image derive'" % base)
     if not registry.running():
         raise LabError("the lab registry is not running: run 'fleetlab up' or 'fleetlab registry start'")
     version = version or tag
@@ -262,8 +271,11 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
         checksum = commit_rootfs(master_repo(), unpacked, created_iso, version)
         if sign:
             _add_signed_commit_layer(work, ltag, checksum, sign)
+        # ostree.final-diffid: where the image's ostree base ends (its last layer, the signed
+        # commit's layer included), as ostree-ext's encapsulation labels it.
         run(["umoci", "config", "--image", "%s:%s" % (layout(), ltag), "--no-history",
-             "--created", created, "--config.label", "ostree.commit=%s" % checksum])
+             "--created", created, "--config.label", "ostree.commit=%s" % checksum,
+             "--config.label", "ostree.final-diffid=%s" % _final_diffid(ltag)])
         digest = _manifest_digest(ltag)
         manifests = None
         if legacy_oscontainer:

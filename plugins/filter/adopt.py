@@ -14,7 +14,9 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import Fl
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     COMMIT_LABELS,
     LEGACY_COMMIT_LABEL,
+    derived_layer_count,
     image_commit,
+    imported_commit,
     is_bootable,
     is_legacy_oscontainer,
 )
@@ -71,7 +73,7 @@ def adopt_plan(status, image_info, transport="registry", ostree_remote=None, des
                                 "it is not booted from an ostree deployment")
     image, digest = _pinned_image(image_info)
     labels = _labels(image_info)
-    commit = image_commit(labels)
+    commit = imported_commit(labels, image_info.get("diff_ids"))
     legacy = is_legacy_oscontainer(labels)
     if not legacy and not is_bootable(labels):
         raise InvalidInputError(
@@ -106,6 +108,13 @@ def adopt_plan(status, image_info, transport="registry", ostree_remote=None, des
     if booted_image.get("digest") == digest:
         plan.update(action="unchanged", reboot_required=bool(staged) and plan["warning"] is not None,
                     reason="the booted deployment is already %s" % booted_image.get("reference"))
+    elif commit is None and image_commit(labels) is not None:
+        derived = derived_layer_count(labels, image_info.get("diff_ids"))
+        what = ("layers that were not read or do not hold its ostree.final-diffid" if derived is None
+                else "%d layer(s) above its ostree base" % derived)
+        plan.update(action="rebase", reboot_required=True,
+                    reason="image %s has %s: a host imports it as a merge commit of its own, not as its label's "
+                           "commit %s, so a rebase is staged" % (image, what, _short(image_commit(labels))))
     elif commit is None:
         plan.update(action="rebase", reboot_required=True,
                     reason="image %s names no ostree commit (labels %s): it cannot be compared with the booted "

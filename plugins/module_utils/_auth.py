@@ -154,6 +154,19 @@ class Auths:
                 return scope, self.entries[scope]
         return None
 
+    def login(self, image):
+        """``(username, password)`` of the most specific entry for ``image``, or None.
+
+        None as well for an entry that holds only an identity token. What a registry
+        client (``_registry``) sends as Basic credentials, to the registry or its token service.
+        """
+        found = self.match(image)
+        if found is None:
+            return None
+        key, value = found
+        dummy, username, password = _entry(value, self.source, key)
+        return None if username is None else (username, password)
+
     def for_image(self, image):
         """A containers-auth.json document holding only the entry for ``image`` (or None)."""
         found = self.match(image)

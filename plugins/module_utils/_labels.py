@@ -39,3 +39,47 @@ def is_bootable(labels):
 def is_legacy_oscontainer(labels):
     """A legacy oscontainer: an ostree repo at /srv/repo, not a bootable image."""
     return not is_bootable(labels) and bool(labels.get(LEGACY_COMMIT_LABEL))
+
+
+# ostree-ext's encapsulation labels the diff_id of the last layer of the image's ostree
+# base; the layers after it are derived (non-ostree) layers (`FROM base` + `COPY`, a
+# composed layered image). The host imports such an image as a merge commit of its own,
+# so the inherited ostree.commit label does not name what the host boots.
+FINAL_DIFFID_LABEL = "ostree.final-diffid"
+
+
+def derived_layer_count(labels, diff_ids):
+    """How many layers of an image lie above its ostree base, as ostree-ext splits them; None when unknown.
+
+    ``diff_ids`` is the configuration's ``rootfs.diff_ids`` (os_image_pull's ``diff_ids``).
+    With ``ostree.final-diffid``, the layers after the one it names are derived; a label
+    that names no layer of the image is unknown (ostree-ext refuses such an image). Without
+    the label, ostree-ext (since it imports non-ostree images) finds no ostree base at all:
+    every layer is derived.
+    """
+    if diff_ids is None:
+        return None
+    diff_ids = list(diff_ids)
+    final = labels.get(FINAL_DIFFID_LABEL)
+    if not final:
+        return len(diff_ids)
+    if final not in diff_ids:
+        return None
+    return len(diff_ids) - 1 - diff_ids.index(final)
+
+
+def imported_commit(labels, diff_ids=None):
+    """The commit a host gets when it imports the image, when the labels can tell; else None.
+
+    An image's commit label names what the host boots only when the image is its ostree
+    base alone: no layer after ``ostree.final-diffid`` (:func:`derived_layer_count` is 0).
+    A legacy oscontainer's commit is the one in its repository, whatever its layers. An
+    image with ``ostree.final-diffid`` whose ``diff_ids`` are not known has no known commit;
+    without that label and without ``diff_ids``, the label is all there is (older results).
+    """
+    commit = image_commit(labels)
+    if commit is None or is_legacy_oscontainer(labels):
+        return commit
+    if diff_ids is None and not labels.get(FINAL_DIFFID_LABEL):
+        return commit
+    return commit if derived_layer_count(labels, diff_ids) == 0 else None

@@ -119,7 +119,8 @@ class _NotAManifest(ValueError):
     """The cause, as a clause, why some bytes are not an image manifest."""
 
 
-def _platform_key(platform):
+def platform_key(platform):
+    """``amd64``, ``arm64/v8``: an index entry's platform as architecture and, when it has one, variant."""
     architecture = str(platform.get("architecture") or "")
     variant = platform.get("variant")
     return "%s/%s" % (architecture, variant) if variant else architecture
@@ -157,9 +158,9 @@ def _parse_manifest(raw):
             if not isinstance(platform, dict) or platform.get("os") != "linux" or not platform.get("architecture"):
                 continue  # other OSes, attestations (os "unknown") and entries without a platform
             if not is_digest(entry.get("digest")):
-                raise _NotAManifest("its entry for %s has an invalid digest %r" % (_platform_key(platform),
+                raise _NotAManifest("its entry for %s has an invalid digest %r" % (platform_key(platform),
                                                                                    entry.get("digest")))
-            manifests.setdefault(_platform_key(platform), entry["digest"])
+            manifests.setdefault(platform_key(platform), entry["digest"])
     elif not isinstance(doc.get("layers"), list):
         raise _NotAManifest("the manifest has no 'layers' list")
     return {

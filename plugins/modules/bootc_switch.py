@@ -104,7 +104,9 @@ options:
       - The labels of the image (for example RV(fleetos.layering.os_image_pull#module:labels)), when the caller
         has them.
       - When given, an image without C(containers.bootc) or C(ostree.bootable) set is refused before anything is
-        staged, and the commit the labels name (C(ostree.commit)) must be the staged deployment's commit.
+        staged, and the commit the labels name (C(ostree.commit)) must be the staged deployment's commit - unless
+        the labels name C(ostree.final-diffid), since such an image may have layers above its ostree base, which the host
+        imports as a merge commit of its own, so the label does not name the staged commit.
       - When omitted, the module does not check that the image is bootable; C(bootc switch) refuses an image
         it cannot deploy.
     type: dict
@@ -257,7 +259,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     sentence,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import image_commit, is_bootable
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
 from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
 
@@ -321,7 +323,9 @@ def run_module(module, client, resolve_tag):
     if not _bootc.has_digest(staged, digest):
         raise CommandError("Failed to switch to %s image '%s': bootc finished, but the staged deployment is at %s." % (
             transport, shown(image), after["digest"] or "nothing"), before=before, after=after)
-    commit = image_commit(params["labels"] or {})
+    # Only an image that is its ostree base alone names the commit the host imports; a derived
+    # image (layers after ostree.final-diffid) becomes a merge commit of the host's own.
+    commit = imported_commit(params["labels"] or {})
     if commit and after["checksum"] != commit:
         raise ImageError("Failed to switch to %s image '%s': the staged commit %s is not the commit %s its labels "
                          "name." % (transport, shown(image), after["checksum"], commit), before=before, after=after)

@@ -214,6 +214,15 @@ version:
   returned: when O(state) is V(inspected) or V(present)
   type: str
   sample: "1.0"
+diff_ids:
+  description:
+    - The C(rootfs.diff_ids) of the image's configuration, read when its labels name an
+      C(ostree.final-diffid) (where its ostree base ends; the layers after it are derived
+      layers, which a host imports as a merge commit of its own); else null.
+  returned: when O(state) is V(inspected) or V(present)
+  type: list
+  elements: str
+  sample: ["sha256:adb7d2b4ee8e4668cdd2a13f1b3535161238f8579e58888aa90798e1e9c8d168"]
 architecture:
   description: The architecture of the image read for O(architecture), as skopeo reports it; null when unknown.
   returned: when O(state) is V(inspected) or V(present)
@@ -257,7 +266,12 @@ from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import
     parse,
     shown,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label, image_commit
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+    FINAL_DIFFID_LABEL,
+    VERSION_LABELS,
+    first_label,
+    image_commit,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, Skopeo, host_architecture, resolve
 
@@ -366,14 +380,19 @@ def pull(module, skopeo, params):
         if info.get("Digest") != platform:
             raise ImageError("Failed to inspect image '%s': skopeo reported digest %s, not the resolved digest %s."
                              % (platform_image, info.get("Digest"), platform))
+        config = None
         if "Labels" in info:
             labels = info.get("Labels") or {}
         else:
             config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
             labels = (config.get("config") or {}).get("Labels") or {}
+        if config is None and labels.get(FINAL_DIFFID_LABEL):
+            # Where the ostree base ends: the planner tells a derived image from its base.
+            config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
         result.update(labels=labels, ostree_commit=image_commit(labels),
                       version=first_label(labels, VERSION_LABELS),
-                      architecture=info.get("Architecture") or None)
+                      architecture=info.get("Architecture") or None,
+                      diff_ids=((config or {}).get("rootfs") or {}).get("diff_ids"))
         if params["state"] == "present":
             result.update(fetch(module, skopeo, ref.name, platform_image, platform, info.get("Layers") or [],
                                 pick_cache(params["cache_dir"]), auth_file, options))

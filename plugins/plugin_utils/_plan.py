@@ -43,7 +43,7 @@ from __future__ import annotations
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import image_commit
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
 
@@ -256,7 +256,8 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
     on_staged = _has_content(staged, digest, platform) and _same_transport(_transport_of(staged), transport)
     inspection = inspections.get(_platform_image(pinned, platform))
     if inspection is not None and not inspection.get("failed"):
-        plan["commit"] = image_commit(inspection.get("labels") or {})
+        # Derived layers (after ostree.final-diffid): the host imports a merge commit, not the label's.
+        plan["commit"] = imported_commit(inspection.get("labels") or {}, inspection.get("diff_ids"))
     via = "" if plan["source"] == FALLBACK_VARIABLE else " (%s)" % reason
     if on_booted and staged is None:
         plan.update(action="unchanged", up_to_date=True, reason="booted on %s%s" % (short_digest(platform or digest), via))

@@ -325,10 +325,23 @@ def test_real_image_labels(monkeypatch, name):
     if not path.is_file():
         pytest.skip("reference fixture %s is absent (../shared not available)" % path)
     labels = json.loads(path.read_text(encoding="utf-8"))
-    result = run(monkeypatch, {"image": IMAGE}, Skopeo(served(labels)))
+    # Both name ostree.final-diffid: the configuration is read for its diff_ids.
+    diff_ids = ["sha256:" + "c" * 64, labels["ostree.final-diffid"]]
+    config = {"config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    skopeo = Skopeo(served(labels) + [(0, json.dumps(config), "")])
+    result = run(monkeypatch, {"image": IMAGE}, skopeo)
     assert result["ostree_commit"] == labels["ostree.commit"]
     assert result["version"] == labels["version"]
     assert len(result["ostree_commit"]) == 64
+    assert skopeo.calls == calls() + [[SKOPEO, "inspect", "--config", "--", "docker://" + PINNED]]
+    assert result["diff_ids"] == diff_ids
+
+
+def test_no_final_diffid_label_reads_no_configuration(monkeypatch):
+    skopeo = Skopeo(served())
+    result = run(monkeypatch, {"image": IMAGE}, skopeo)
+    assert skopeo.calls == calls()
+    assert result["diff_ids"] is None
 
 
 def blob_writer(cache, blobs):

@@ -1,0 +1,683 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: os_image_compose
+short_description: Compose an OS image from a base image and separately versioned layer images, in a registry
+version_added: 0.2.0
+description:
+  - Composes a layered OS image from a base image (a bootable rpm-ostree/bootc image) and
+    an ordered list of layer images (each built C(FROM scratch), each with its own
+    version), and pushes it to O(output). It talks to the registry's API directly; it
+    builds nothing and needs no container engine.
+  - The composed manifest is the base's layers followed by each layer image's own
+    layers, in order. Its configuration concatenates C(rootfs.diff_ids) and C(history),
+    keeps the base's labels and adds provenance labels
+    C(org.opencontainers.image.base.name), C(org.opencontainers.image.base.digest),
+    C(fleetos.io/layers) (JSON; name, image, digest and version of each layer) and
+    C(fleetos.io/inputs) (the sha256 of the canonical inputs). It also sets
+    C(ostree.final-diffid) to the base's last diff_id when the base does not carry that
+    label, so that rpm-ostree and bootc import the layers as derived layers on top of
+    the base's ostree commit.
+  - B(Deterministic.) The same inputs give byte-identical configuration and manifest,
+    hence the same digest, on any machine (canonical JSON; C(created) is the newest
+    input's). Tags are resolved to digests once; the provenance records repositories and
+    digests only, so composing from tags or from the digests they resolve to gives the
+    same image.
+  - B(Layer rules,) checked before anything is pushed. A layer may only add files under
+    C(/usr) and C(/etc); a path under C(/var), C(/boot) or C(/sysroot) (or anywhere else),
+    a device node or FIFO, a whiteout, and a file that two layers both write (unless the
+    later layer sets C(override)) each fail the task with one sentence naming the layer
+    and the path. C(requires.labels) are compared with the base's labels; a mismatch
+    names the layer, the label, the expected and the actual value.
+  - B(No-op.) The output manifest carries C(fleetos.io/inputs) as an annotation. When
+    the output tag's manifest already records these inputs, the task reports no change
+    and returns the digest, having read manifests only, no blob.
+  - Blobs are copied once. A blob the output repository has is never uploaded again
+    (HEAD first); one on the same registry is mounted across repositories; otherwise
+    (another registry, or a registry that answers the mount with an upload session) it
+    is read once and uploaded.
+  - Multi-architecture. When the base is an OCI index or a Docker manifest list, each
+    linux platform is composed on its own and the result is pushed as an OCI index;
+    every layer image must offer that platform.
+  - The entries of each layer blob read are kept by blob digest in O(layer_cache_dir)
+    (with the small configuration blobs), so a blob is listed once; a blob's content
+    never changes for its digest.
+author:
+  - fleetos.layering contributors (@fleetos)
+extends_documentation_fragment:
+  - fleetos.layering.attributes
+  - fleetos.layering.registry
+  - fleetos.layering.retries
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Resolves the inputs, checks the layer rules and returns the digest the task would
+        push (RV(digest)), pushing nothing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  base:
+    description:
+      - The base OS image, C(registry[:port]/repository) with C(:tag) or C(@sha256:digest).
+    type: str
+    required: true
+  layers:
+    description:
+      - The layer images, in order; a later layer's files go above an earlier one's.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description:
+          - The layer's name (C(kubelet)), unique in the list; lowercase letters, digits, C(.), C(_) and C(-).
+        type: str
+        required: true
+      image:
+        description:
+          - The layer image, C(registry[:port]/repository) with C(:tag) or C(@sha256:digest),
+            built C(FROM scratch).
+        type: str
+        required: true
+      requires:
+        description:
+          - What the layer needs of the base.
+        type: dict
+        suboptions:
+          labels:
+            description:
+              - Labels the base must carry with exactly these values (C(ostree.linux)).
+            type: dict
+      override:
+        description:
+          - Let this layer replace files that an earlier layer writes too.
+        type: bool
+        default: false
+  output:
+    description:
+      - The repository the composed image is pushed to, C(registry[:port]/repository),
+        without a tag or digest.
+    type: str
+    required: true
+  tag:
+    description:
+      - The tag the composed image is pushed under.
+      - By default C(fleetos-) and the first 32 hex digits of the inputs digest
+        (RV(inputs)), so that the tag names these inputs and nothing else.
+    type: str
+  layer_cache_dir:
+    description:
+      - The directory where the entries of each layer blob read, and the configuration
+        blobs, are kept by digest.
+      - By default C(~/.cache/fleetos.layering/compose) of the user the module runs as.
+    type: path
+requirements:
+  - Python's C(ssl) and the registry's C(/v2/) API (no command is run).
+notes:
+  - Credentials come from O(auth_file), else from the auth file rpm-ostree reads
+    (C(/run/ostree/auth.json), else C(/etc/ostree/auth.json)) when one exists. The entry
+    for each repository is chosen as containers-auth.json(5) specifies and sent to the
+    registry (Basic) or to the token service its C(Bearer) challenge names; credentials
+    and tokens never reach a command line, a log or a file.
+  - O(ca_cert_dir) is read as containers-certs.d(5) describes (C(*.crt) CA certificates,
+    C(*.cert)/C(*.key) client certificates), on top of the system's CAs.
+  - Layers compressed with zstd cannot be listed; the task fails naming the blob.
+seealso:
+  - module: fleetos.layering.os_image_pull
+  - name: Layered OS images
+    description: The model, the rules and determinism of composed images.
+    link: https://github.com/fleetos/layering/blob/main/docs/layering.md
+  - name: OCI distribution specification
+    description: The registry API this module talks to.
+    link: https://github.com/opencontainers/distribution-spec/blob/main/spec.md
+"""
+
+EXAMPLES = r"""
+- name: Compose the worker image from the base and two layers
+  fleetos.layering.os_image_compose:
+    base: registry.example.com/os/base:9.6
+    layers:
+      - name: kubelet
+        image: registry.example.com/os/machine-os-kubelet:1.31.4
+        requires:
+          labels:
+            ostree.linux: 5.14.0-570.el9.x86_64
+      - name: ovs
+        image: registry.example.com/os/openvswitch:3.4.1
+    output: registry.example.com/os/worker
+    auth_file: /etc/ostree/auth.json
+  register: __worker_image
+
+- name: Predict the digest without pushing anything
+  fleetos.layering.os_image_compose:
+    base: "registry.example.com/os/base@{{ base_digest }}"
+    layers: "{{ worker_layers }}"
+    output: registry.example.com/os/worker
+    tag: candidate
+  check_mode: true
+  register: __worker_candidate
+
+- name: Let a hotfix layer replace a file of the kubelet layer
+  fleetos.layering.os_image_compose:
+    base: registry.example.com/os/base:9.6
+    layers:
+      - name: kubelet
+        image: registry.example.com/os/machine-os-kubelet:1.31.4
+      - name: kubelet-hotfix
+        image: registry.example.com/os/kubelet-hotfix:1
+        override: true
+    output: registry.example.com/os/worker
+    ca_cert_dir: /etc/containers/certs.d/registry.example.com
+"""
+
+RETURN = r"""
+image:
+  description: The composed image pinned to RV(digest), C(output@digest).
+  returned: success
+  type: str
+  sample: 198.51.100.1:5000/fleetos/worker@sha256:4b1a9f7f6e0a0e7e4d2c1b5e9f3a8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f10
+digest:
+  description:
+    - The digest of the composed manifest (for a multi-architecture base, of the composed
+      OCI index); in check mode, the digest the task would push.
+  returned: success
+  type: str
+  sample: sha256:4b1a9f7f6e0a0e7e4d2c1b5e9f3a8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f10
+output:
+  description: The output repository, C(registry/repository).
+  returned: success
+  type: str
+  sample: 198.51.100.1:5000/fleetos/worker
+tag:
+  description: The tag the composed image is (or, in check mode, would be) pushed under.
+  returned: success
+  type: str
+  sample: fleetos-9c1e0d2f4b6a8c0e2d4f6a8b0c2e4d6f
+manifests:
+  description:
+    - For a multi-architecture base, the composed manifest digest of each platform, keyed
+      by OCI architecture (with C(/VARIANT) when the index names one); empty otherwise.
+  returned: success
+  type: dict
+  sample: {"amd64": "sha256:0b5c2e1b0f0c5fbd35d0c4f8d0f3f1b2f4d5d2d0c1f2e3d4c5b6a79880716253"}
+inputs:
+  description: The sha256 of the canonical inputs (base and layers by repository and digest, with their options).
+  returned: success
+  type: str
+  sample: sha256:9c1e0d2f4b6a8c0e2d4f6a8b0c2e4d6f8a0b2c4d6e8f0a2b4c6d8e0f2a4b6c8d
+base:
+  description: The base image as composed.
+  returned: success
+  type: dict
+  contains:
+    name:
+      description: The base's repository, C(registry/repository).
+      type: str
+    image:
+      description: The base pinned by digest.
+      type: str
+    digest:
+      description: The digest the base reference resolved to (an index's own digest for an index).
+      type: str
+    version:
+      description: The base's C(version) label, else C(org.opencontainers.image.version); null when none.
+      type: str
+  sample: {"name": "198.51.100.1:5000/fleetos/lab-os", "image": "198.51.100.1:5000/fleetos/lab-os@sha256:f55b...",
+           "digest": "sha256:f55b...", "version": "1.0"}
+layers:
+  description: Each layer as composed, in order.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The layer's name.
+      type: str
+    image:
+      description: The layer's repository, C(registry/repository).
+      type: str
+    reference:
+      description: The layer image pinned by digest.
+      type: str
+    digest:
+      description: The digest the layer reference resolved to.
+      type: str
+    version:
+      description: The layer image's C(version) label, else C(org.opencontainers.image.version); null when none.
+      type: str
+    override:
+      description: Whether the layer may replace files of earlier layers.
+      type: bool
+  sample: [{"name": "kubelet", "image": "198.51.100.1:5000/fleetos/kubelet", "digest": "sha256:76ec...",
+            "reference": "198.51.100.1:5000/fleetos/kubelet@sha256:76ec...", "version": "1.31.4", "override": false}]
+blobs:
+  description:
+    - What reached the output repository, and how many blobs were read from the registry.
+    - C(mounted), C(uploaded) and C(skipped) (the repository had it) count blobs,
+      configurations included; in check mode and for a no-op they are 0.
+    - C(read) counts the blobs read (configurations and the layer blobs listed);
+      0 for a no-op.
+  returned: success
+  type: dict
+  sample: {"mounted": 1, "uploaded": 1, "skipped": 3, "read": 2}
+"""
+
+import json
+import os
+import re
+import tempfile
+import traceback
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _compose
+from ansible_collections.fleetos.layering.plugins.module_utils._auth import credentials, ostree_auth_file
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
+    FleetosError,
+    ImageError,
+    InvalidInputError,
+    sentence,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import parse_image, shown
+from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
+from ansible_collections.fleetos.layering.plugins.module_utils._registry import (
+    Registry,
+    copy_blob,
+    push_blob,
+    sha256_digest,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+    REGISTRY_ARGS,
+    describe_manifest,
+    platform_digest,
+    platform_key,
+)
+
+LAYER_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+DEFAULT_CACHE = "~/.cache/fleetos.layering/compose"
+# A configuration blob larger than this is not kept in the cache.
+CONFIG_CACHE_MAX = 1024 * 1024
+
+
+# --------------------------------------------------------------------------
+# input
+
+
+def _image(field, text):
+    """A plain image option (no rpm-ostree transport: a composed image is pushed, not booted)."""
+    return parse_image(text, transport_field="the rollout, not in %s" % field)
+
+
+def check_params(params):
+    """Refuse bad input before any request; -> (base ref, [(layer spec, ref)], output ref, tag or None)."""
+    base = _image("base", params["base"])
+    output = _image("output", params["output"])
+    if output.tag is not None or output.digest is not None:
+        raise InvalidInputError("The option output '%s' names a tag or digest: expected a repository, "
+                                "registry/repository, and the tag in the option tag." % shown(params["output"], 80))
+    tag = params["tag"]
+    if tag is not None:
+        try:
+            tagged = parse_image("%s:%s" % (output.name, tag))
+        except InvalidInputError:
+            tagged = None
+        if tagged is None or tagged.tag != tag or tagged.digest is not None:
+            raise InvalidInputError("The option tag '%s' is not a tag: expected up to 128 letters, digits, '_', "
+                                    "'.' or '-'." % shown(tag, 60))
+    if not params["layers"]:
+        raise InvalidInputError("The option layers is empty: expected at least one layer image.")
+    seen = set()
+    layers = []
+    for position, layer in enumerate(params["layers"]):
+        name = layer["name"]
+        field = "layers[%d]" % position
+        if not LAYER_NAME_RE.match(name):
+            raise InvalidInputError("The option %s.name '%s' is invalid: expected lowercase letters, digits, '.', "
+                                    "'_' and '-', up to 63 characters." % (field, shown(name, 60)))
+        if name in seen:
+            raise InvalidInputError("The option %s.name '%s' is used by an earlier layer: expected unique names."
+                                    % (field, name))
+        seen.add(name)
+        labels = (layer.get("requires") or {}).get("labels") or {}
+        for key, value in labels.items():
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise InvalidInputError("The option %s.requires.labels.%s must be a string, got %s." % (
+                    field, key, type(value).__name__))
+        layers.append((layer, _image("%s.image" % field, layer["image"])))
+    for name in ("retries", "retry_delay"):
+        if params[name] < 0:
+            raise InvalidInputError("The option %s %d is negative: expected 0 or more." % (name, params[name]))
+    if params["ca_cert_dir"] is not None:
+        check_directory("ca_cert_dir", params["ca_cert_dir"])
+    if params["layer_cache_dir"] is not None:
+        check_directory("layer_cache_dir", params["layer_cache_dir"], missing_ok=True)
+    return base, layers, output, tag
+
+
+# --------------------------------------------------------------------------
+# the cache of blob verdicts (entries) and configurations, by digest
+
+
+class BlobCache:
+    """Layer entries and configuration blobs by digest, under ``directory`` (content never changes for a digest)."""
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def _path(self, kind, digest):
+        return os.path.join(self.directory, kind, digest.replace(":", "-"))
+
+    def get(self, kind, digest):
+        try:
+            with open(self._path(kind, digest), "rb") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+    def put(self, kind, data, digest):
+        path = self._path(kind, digest)
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.rename(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written only costs a read next time
+
+
+# --------------------------------------------------------------------------
+# the composition
+
+
+class Composer:
+    """Resolves, checks, composes and pushes; counts what it reads and pushes."""
+
+    def __init__(self, module, params, base, layers, output, tag):
+        self.module = module
+        self.params = params
+        self.base_ref = base
+        self.layer_refs = layers
+        self.output = output
+        self.tag = tag
+        self.clients = {}
+        auth_file = params["auth_file"] or ostree_auth_file()
+        self.auths = credentials(output.image, auth_file=auth_file) if auth_file else None
+        if self.auths is not None:
+            module.no_log_values.update(self.auths.secrets())
+        cache_dir = params["layer_cache_dir"] or os.path.expanduser(DEFAULT_CACHE)
+        self.cache = BlobCache(cache_dir)
+        self.counts = dict(mounted=0, uploaded=0, skipped=0, read=0)
+
+    def client(self, ref):
+        if ref.registry not in self.clients:
+            self.clients[ref.registry] = Registry(
+                ref.registry, auths=self.auths, cert_dir=self.params["ca_cert_dir"],
+                validate_certs=self.params["validate_certs"], retries=self.params["retries"],
+                retry_delay=self.params["retry_delay"])
+        return self.clients[ref.registry]
+
+    def secrets(self):
+        found = set()
+        for client in self.clients.values():
+            found.update(client.secrets)
+        return found
+
+    @staticmethod
+    def repository(ref):
+        return ref.canonical_name.split("/", 1)[1]
+
+    def manifest(self, ref, reference):
+        """GET a manifest -> (parsed document, ``describe_manifest`` result)."""
+        raw, dummy, digest = self.client(ref).get_manifest(self.repository(ref), reference)
+        described = describe_manifest(raw)
+        return json.loads(raw.decode("utf-8")), dict(described, digest=digest)
+
+    def config(self, ref, digest):
+        data = self.cache.get("blobs", digest)
+        if data is None or sha256_digest(data) != digest:
+            data = self.client(ref).get_blob(self.repository(ref), digest)
+            self.counts["read"] += 1
+            if len(data) <= CONFIG_CACHE_MAX:
+                self.cache.put("blobs", data, digest)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise ImageError("Failed to read the configuration %s of '%s': it is not JSON." % (
+                digest, ref.name)) from None
+
+    def entries(self, layer, descriptor):
+        """The entries of one layer blob, from the cache or read once from the registry."""
+        digest = descriptor["digest"]
+        cached = self.cache.get("entries", digest)
+        if cached is not None:
+            try:
+                return json.loads(cached.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                pass
+        ref = layer["ref"]
+        if "zstd" in str(descriptor.get("mediaType")):
+            raise ImageError("Failed to list layer '%s' (%s): its blob %s is compressed with zstd, which cannot be "
+                             "read here: expected a tar or tar+gzip layer." % (layer["name"], layer["image"], digest))
+        reader = self.client(ref).open_blob(self.repository(ref), digest)
+        self.counts["read"] += 1
+        try:
+            found = _compose.tar_entries(reader)
+        except ImageError as exc:
+            raise ImageError("Failed to list layer '%s' (%s) blob %s: %s." % (
+                layer["name"], layer["image"], digest, exc.msg.rstrip("."))) from None
+        reader.verify()
+        self.cache.put("entries", _compose.canonical_json(found), digest)
+        return found
+
+    # ------------------------------------------------------------------
+
+    def resolve(self):
+        """Read the manifests the references name (no blob) -> (base, layers, inputs)."""
+        base_ref = self.base_ref
+        doc, described = self.manifest(base_ref, base_ref.digest or base_ref.tag or "latest")
+        base = dict(name=base_ref.name, digest=described["digest"], ref=base_ref, doc=doc, described=described)
+        layers = []
+        for spec, ref in self.layer_refs:
+            doc, described = self.manifest(ref, ref.digest or ref.tag or "latest")
+            layers.append(dict(name=spec["name"], image=ref.name, digest=described["digest"], ref=ref, doc=doc,
+                               described=described, override=bool(spec.get("override")),
+                               requires=spec.get("requires") or {}))
+        return base, layers, _compose.inputs_digest(base, layers)
+
+    def existing(self, tag):
+        """The output tag's manifest -> (parsed document, digest), or (None, None) when there is none."""
+        client = self.client(self.output)
+        repository = self.repository(self.output)
+        head = client.head_manifest(repository, tag)
+        if head is None:
+            return None, None
+        raw, dummy, digest = client.get_manifest(repository, head["digest"] or tag)
+        try:
+            return json.loads(raw.decode("utf-8")), digest
+        except (UnicodeDecodeError, ValueError):
+            return None, digest
+
+    def platforms(self, base):
+        """[(platform dict or None, key, base manifest digest)] of the base."""
+        if not base["described"]["index"]:
+            return [(None, None, base["digest"])]
+        found = []
+        for entry in base["doc"].get("manifests") or []:
+            platform = entry.get("platform") or {}
+            key = platform_key(platform)
+            if platform.get("os") == "linux" and base["described"]["manifests"].get(key) == entry.get("digest"):
+                found.append((platform, key, entry["digest"]))
+        if not found:
+            raise ImageError("The base %s is an index without a linux image." % base["name"])
+        return found
+
+    def layer_for(self, layer, key, architecture):
+        """The layer image's manifest and config for a platform (``key`` None: the base's single platform)."""
+        described = layer["described"]
+        if described["index"]:
+            digest = platform_digest(described, key or architecture or "")
+            if digest is None:
+                raise ImageError("Layer '%s' (%s) offers no image for platform %s: expected an index entry for it "
+                                 "(entries: %s)." % (layer["name"], layer["image"], key or architecture,
+                                                     ", ".join(sorted(described["manifests"])) or "none"))
+            doc, dummy = self.manifest(layer["ref"], digest)
+        else:
+            doc = layer["doc"]
+        config = self.config(layer["ref"], doc["config"]["digest"])
+        wanted = (key or "").split("/", 1)[0] or architecture
+        if wanted and config.get("architecture") and config["architecture"] != wanted:
+            raise ImageError("Layer '%s' (%s) offers no image for platform %s: it is a %s image." % (
+                layer["name"], layer["image"], key or wanted, config["architecture"]))
+        return doc, config
+
+    def compose_platform(self, base, layers, inputs, platform, key, base_digest):
+        base_doc = self.manifest(base["ref"], base_digest)[0] if key else base["doc"]
+        if "config" not in base_doc:
+            raise ImageError("The base %s is not an image manifest." % base["name"])
+        base_config = self.config(base["ref"], base_doc["config"]["digest"])
+        labels = _compose.labels_of(base_config)
+        parts = []
+        for layer in layers:
+            doc, config = self.layer_for(layer, key, base_config.get("architecture"))
+            part = dict(layer, manifest=doc, config=config)
+            if layer.get("version") is None:
+                layer["version"] = part["version"] = _compose.version_of(config)
+            _compose.check_requires(part, labels, "%s@%s" % (base["name"], base["digest"]))
+            parts.append(part)
+        for part in parts:
+            part["entries"] = []
+            for descriptor in part["manifest"].get("layers") or []:
+                part["entries"] += self.entries(part, descriptor)
+            _compose.check_entries(part, part["entries"])
+        _compose.check_conflicts(parts, lambda part: part["entries"])
+        if base.get("version") is None:
+            base["version"] = _compose.version_of(base_config)
+        composed = _compose.compose(dict(base, manifest=base_doc, config=base_config), parts, inputs, platform)
+        composed["key"] = key
+        return composed
+
+    def push(self, composed, index_raw, digest, tag):
+        out_client = self.client(self.output)
+        repository = self.repository(self.output)
+        done = set()
+        for item in composed:
+            for blob in item["layers"]:
+                descriptor = blob["descriptor"]
+                if descriptor["digest"] in done:
+                    continue
+                source = parse_image(blob["source"])
+                how = copy_blob(out_client, repository, descriptor["digest"], descriptor["size"],
+                                self.client(source), self.repository(source))
+                self.counts[how] += 1
+                done.add(descriptor["digest"])
+            if item["config_digest"] not in done:
+                dummy, how = push_blob(out_client, repository, item["config"])
+                self.counts[how] += 1
+                done.add(item["config_digest"])
+        media_type = _compose.OCI_MANIFEST
+        if index_raw is not None:
+            for item in composed:
+                out_client.put_manifest(repository, item["digest"], item["manifest"], media_type)
+            out_client.put_manifest(repository, tag, index_raw, _compose.OCI_INDEX)
+        else:
+            out_client.put_manifest(repository, tag, composed[0]["manifest"], media_type)
+        served = out_client.head_manifest(repository, tag) or {}
+        if served.get("digest") not in (digest, None):
+            raise ImageError("Failed to push '%s:%s': the registry serves another digest for the tag." % (
+                self.output.name, tag))
+
+    def run(self):
+        base, layers, inputs = self.resolve()
+        tag = self.tag or _compose.default_tag(inputs)
+        current, current_digest = self.existing(tag)
+        record = _compose.recorded(current)
+        if record is not None and record["inputs"] == inputs:
+            versions = dict((item.get("name"), item.get("version")) for item in record["layers"]
+                            if isinstance(item, dict))
+            for layer in layers:
+                layer["version"] = versions.get(layer["name"])
+            base["version"] = record["base"].get("version")
+            manifests = {}
+            if current.get("mediaType") == _compose.OCI_INDEX:
+                manifests = dict((platform_key(entry.get("platform") or {}), entry["digest"])
+                                 for entry in current.get("manifests") or [])
+            return self.result(False, base, layers, inputs, tag, current_digest, manifests)
+        composed = [self.compose_platform(base, layers, inputs, platform, key, digest)
+                    for platform, key, digest in self.platforms(base)]
+        index_raw = None
+        if base["described"]["index"]:
+            annotations = json.loads(composed[0]["manifest"].decode("utf-8"))["annotations"]
+            index_raw, digest = _compose.index(composed, annotations)
+            manifests = dict((item["key"], item["digest"]) for item in composed)
+        else:
+            digest, manifests = composed[0]["digest"], {}
+        changed = digest != current_digest
+        if changed and not self.module.check_mode:
+            self.push(composed, index_raw, digest, tag)
+        return self.result(changed, base, layers, inputs, tag, digest, manifests)
+
+    def result(self, changed, base, layers, inputs, tag, digest, manifests):
+        return dict(
+            changed=changed,
+            image="%s@%s" % (self.output.name, digest),
+            digest=digest,
+            output=self.output.name,
+            tag=tag,
+            manifests=manifests,
+            inputs=inputs,
+            base=dict(name=base["name"], image="%s@%s" % (base["name"], base["digest"]), digest=base["digest"],
+                      version=base.get("version")),
+            layers=[dict(name=layer["name"], image=layer["image"], digest=layer["digest"],
+                         reference="%s@%s" % (layer["image"], layer["digest"]), version=layer.get("version"),
+                         override=layer["override"]) for layer in layers],
+            blobs=dict(self.counts),
+        )
+
+
+def main():
+    argument_spec = dict(
+        base=dict(type="str", required=True),
+        layers=dict(type="list", elements="dict", required=True, options=dict(
+            name=dict(type="str", required=True),
+            image=dict(type="str", required=True),
+            requires=dict(type="dict", options=dict(labels=dict(type="dict"))),
+            override=dict(type="bool", default=False),
+        )),
+        output=dict(type="str", required=True),
+        tag=dict(type="str"),
+        layer_cache_dir=dict(type="path"),
+    )
+    argument_spec.update(REGISTRY_ARGS)
+    argument_spec.update(RETRY_ARGS)
+    module = checked_module(argument_spec, supports_check_mode=True)
+    params = module.params
+    composer = None
+    try:
+        composer = Composer(module, params, *check_params(params))
+        result = composer.run()
+    except FleetosError as exc:
+        if composer is not None:
+            module.no_log_values.update(composer.secrets())
+        module.fail_json(msg=sentence(exc.msg), **exc.details)
+    except Exception as exc:
+        if composer is not None:
+            module.no_log_values.update(composer.secrets())
+        module.fail_json(msg=sentence("Failed to compose image '%s': unexpected error: %s" % (
+            shown(params["output"]), exc)), exception=traceback.format_exc())
+    module.no_log_values.update(composer.secrets())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
