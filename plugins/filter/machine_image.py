@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import MachineImageSet
@@ -18,13 +20,19 @@ from ansible_collections.fleetos.layering.plugins.module_utils._selector import 
 from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import load_manifest_dir, parse_manifests
 
 
-def machine_image_load(directory, relative_to=None):
+def machine_image_load(directory, relative_to=None, required=False):
     """Filter: read, parse and validate the manifests of a directory, once; a file that does not load is
-    named in the result, never raised (see machine_image_load.yml)."""
+    named in the result, never raised (see machine_image_load.yml). A ``required`` directory that does
+    not exist is the result's ``error`` too, so that every host is told, not only the first."""
     try:
-        return load_manifest_dir(directory, relative_to=relative_to)
+        record = load_manifest_dir(directory, relative_to=relative_to)
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
+    if required and not os.path.isdir(directory):
+        record["error"] = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir), but that "
+                           "directory does not exist" % directory)
+        record["errors"] = [record["error"]]
+    return record
 
 
 def machine_image_manifests(contents, names):

@@ -29,20 +29,23 @@ BROKEN = "machine_images/broken.yaml is not valid YAML: line 4, column 5: expect
          "(while parsing a flow mapping from line 3, column 11)"
 
 
-def plan(tmp_path, files):
+ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(RUNTIME), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+           ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="False")
+
+
+def plan(tmp_path, files, sources=None, extra=()):
     inventory = tmp_path / "inventory"
     shutil.copytree(EXAMPLE, inventory)
     for name, data in files.items():
         (inventory / "machine_images" / name).write_bytes(data if isinstance(data, bytes) else data.encode())
     out = tmp_path / "out"
     out.mkdir()
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(RUNTIME), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="False")
+    sources = sources or [inventory / "hosts.yml"]
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / "plan.yml"),
-         "-i", str(inventory / "hosts.yml"), "-c", "local", "-e", "fleetos_plan_read_status=false",
-         "-e", "fleetos_plan_output_dir=%s" % out],
-        env=env, cwd=str(tmp_path), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+         "-c", "local", "-e", "fleetos_plan_read_status=false", "-e", "fleetos_plan_output_dir=%s" % out]
+        + [arg for source in sources for arg in ("-i", str(source))] + list(extra),
+        env=ENV, cwd=str(tmp_path), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
         timeout=300)
     report = json.loads((out / "plan.json").read_text()) if (out / "plan.json").is_file() else None
     markdown = (out / "plan.md").read_text() if (out / "plan.md").is_file() else ""
@@ -101,3 +104,53 @@ def test_the_example_plans_without_manifest_errors(tmp_path):
     assert report["manifest_errors"] == [] and report["errors"] == 0
     assert HEADER not in proc.stdout and "Error:" not in markdown
     assert {row["host"]: row["source"] for row in report["hosts"]}["db-03"] == "nodeName"
+
+
+def exported_inventory(tmp_path):
+    """The example inventory (hosts + the machine_images inventory plugin) as AWX imports it: flattened by
+    ``ansible-inventory --list --export`` and handed to the job as an inventory script, with no manifests
+    next to it."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(EXAMPLE / "hosts.yml"),
+         "-i", str(EXAMPLE / "machine_images.yml"), "--list", "--export"],
+        env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True, timeout=120)
+    awx = tmp_path / "awx"
+    awx.mkdir()
+    (awx / "inventory.json").write_text(proc.stdout)
+    script = awx / "hosts"
+    script.write_text("#!/bin/sh\nexec cat %s\n" % (awx / "inventory.json"))
+    script.chmod(0o755)
+    return script
+
+
+def rows(report):
+    return {row["host"]: (row["source"], row["name"], row["image"]) for row in report["hosts"]}
+
+
+def test_an_awx_exported_inventory_plans_as_the_inventory_directory(tmp_path):
+    proc, directory, _ = plan(tmp_path / "cli", {})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    script = exported_inventory(tmp_path)
+    proc, exported, _ = plan(tmp_path / "awx-job", {}, sources=[script])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert rows(exported) == rows(directory)
+    # MachineImages decide hosts in the example: a flattened inventory that fell back to the pool
+    # defaults would not give the same rows.
+    assert {source for source, _, _ in rows(directory).values()} >= {"nodeName", "selector", "pool"}
+
+
+def test_manifests_expected_where_there_are_none_fail_every_host(tmp_path):
+    script = exported_inventory(tmp_path)
+    # Without the plugin's results (a job that names the manifests directory itself).
+    data = json.loads((tmp_path / "awx" / "inventory.json").read_text())
+    for hostvars in data["_meta"]["hostvars"].values():
+        hostvars.pop("fleetos_machine_image", None)
+    (tmp_path / "awx" / "inventory.json").write_text(json.dumps(data))
+    missing = tmp_path / "project" / "machine_images"
+    proc, report, _ = plan(tmp_path / "job", {}, sources=[script], extra=["-e", "fleetos_machine_images_dir=%s" % missing])
+    assert proc.returncode != 0
+    reason = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir), but that directory does not "
+              "exist" % missing)
+    assert report["manifest_errors"] == [reason]
+    assert {row["host"]: (row["action"], row["reason"]) for row in report["hosts"]} == {
+        host: ("error", reason) for host in HOSTS}
