@@ -60,7 +60,7 @@ def _short(checksum):
 def adopt_plan(status, image_info, transport="registry", ostree_remote=None, description=DEFAULT_DESCRIPTION):
     """What adopting the booted deployment into an image takes.
 
-    ``status`` is the result of fleetos.layering.rpm_ostree_info, ``image_info`` that of
+    ``status`` is the result of fleetos.layering.os_info (or rpm_ostree_info), ``image_info`` that of
     fleetos.layering.os_image_pull (state inspected). Commits and digests decide,
     never reference strings.
     """
@@ -119,6 +119,11 @@ def adopt_plan(status, image_info, transport="registry", ostree_remote=None, des
         plan.update(action="rebase", reboot_required=True,
                     reason="image %s names no ostree commit (labels %s): it cannot be compared with the booted "
                            "commit %s" % (image, ", ".join(COMMIT_LABELS), _short(booted_checksum)))
+    elif booted_checksum == commit and status.get("backend") == "bootc" and not booted.get("image"):
+        plan.update(action="rebase", reboot_required=True,
+                    reason="the booted commit %s is the image's commit, but bootc tracks an image only on a commit it "
+                           "imported from one (with the image's metadata), which this one was not: a switch to %s is "
+                           "staged, and the host already has the image's content" % (_short(booted_checksum), reference))
     elif booted_checksum == commit:
         if legacy:
             plan["origin_set"] = {REFSPEC_KEY: commit, CUSTOM_URL_KEY: reference,

@@ -265,7 +265,9 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
         plan.update(action="activate", up_to_date=False,
                     reason="staged on %s, not booted yet%s" % (short_digest(digest), via))
     elif (plan["commit"] is not None and booted is not None and staged is None and not transport.verified
-          and booted.get("checksum") == plan["commit"]):
+          and booted.get("checksum") == plan["commit"]
+          # bootc tracks an image only on a commit it imported from one: not on a disk image's commit.
+          and (plan["backend"] != BOOTC or booted.get("image") is not None)):
         # Only under an unverified transport: a signed or remote transport is earned by a
         # verified pull, never written over content that was not verified.
         plan.update(action="pin", up_to_date=True,

@@ -140,3 +140,40 @@ def test_a_bootc_node_that_fails_health_is_rolled_back_with_bootc(lab, mixed, tm
     assert "rpm-ostree rollback" not in proc.stdout
     assert [e["node"] for e in proc.events if e["event"] == "reboot"] == [failing, failing]
     assert not any(e.get("node") in others for e in proc.events if e["event"] == "reboot")
+
+
+def test_a_bootc_node_on_a_disk_images_commit_is_switched_not_rewritten(lab, mixed, tmp_path):
+    """adopt.yml on a bootc host installed from a disk image built from the image's commit (not by
+    `bootc install`, so the commit carries no image metadata): rewriting the origin would leave bootc
+    without an image, so a download-only switch is staged; nothing reboots and the booted
+    deployment stays as it was."""
+    name = mixed["image"].split("/", 1)[1]
+    node = json.loads(lab.fleetlab("claim", "test_bootc_adopt", "--count", "1", "--disk-image", name,
+                                   "--backend", "bootc", "--json").stdout)[0]
+    lab.exec(node, "rpm-ostree cleanup -p >/dev/null; rm -f /run/ostree/staged-deployment-locked")
+    before = json.loads(lab.exec(node, ["bootc", "status", "--format=json"], check=True).stdout)["status"]["booted"]
+    assert before["image"] is None
+    boot_id = lab.boot_id(node)
+
+    class _Inventory:
+        inventory = tmp_path / "hosts.yml"
+
+    hosts, allvars = read_hosts(lab.inventory)
+    _Inventory.inventory.write_text(yaml.safe_dump({"all": {"vars": allvars, "hosts": {node: hosts[node]}}}))
+    start = len(lab.journal())
+    try:
+        proc = run_playbook(_Inventory(), REPO / "playbooks" / "adopt.yml", "-e", "fleetos_adopt_image=%s" % mixed["image"],
+                            "-e", "fleetos_report_dir=%s" % (tmp_path / "adopt"))
+        events = lab.journal()[start:]
+        report = json.loads((tmp_path / "adopt" / "adopt-report.json").read_text())
+        row = {r["host"]: r for r in report["hosts"]}[node]
+        assert row["status"] == "staged", (row, proc.stdout[-3000:])
+        assert "bootc tracks an image only on a commit it imported" in row["reason"]
+        status = json.loads(lab.exec(node, ["bootc", "status", "--format=json"], check=True).stdout)["status"]
+        assert status["booted"] == before
+        assert status["staged"]["image"]["imageDigest"] == mixed["digest"]
+        assert status["staged"]["downloadOnly"] is True
+        assert lab.boot_id(node) == boot_id
+        assert [e for e in events if e["event"] == "reboot" and e.get("node") == node] == []
+    finally:
+        lab.exec(node, "rpm-ostree cleanup -p >/dev/null; rm -f /run/ostree/staged-deployment-locked")

@@ -236,3 +236,16 @@ def test_precheck_lets_an_inspected_image_through():
     assert adopt.cloud_image_adopt_precheck(want, {"digest": "sha256:" + "a" * 64}) is None
     with pytest.raises(AnsibleFilterError, match="needs the host's plan record"):
         adopt.cloud_image_adopt_precheck("n1", None)
+
+
+def test_a_bootc_host_on_a_commit_without_image_metadata_is_switched_not_adopted():
+    """bootc reads a deployment's image from the metadata of a commit it imported: a disk image's
+    commit has none, so rewriting the origin would leave bootc without an image; a switch is staged."""
+    status = dict(_status(_deployment(C1, booted=True, origin=REFSPEC)), backend="bootc")
+    status["booted"] = dict(status["booted"], image=None)
+    plan = adopt.cloud_image_adopt_plan(status, _image())
+    assert plan["action"] == "rebase" and plan["reboot_required"] is True
+    assert plan["origin_set"] == {}
+    assert "bootc tracks an image only on a commit it imported" in plan["reason"]
+    # The same host read with rpm-ostree is adopted in place.
+    assert adopt.cloud_image_adopt_plan(dict(status, backend="rpm-ostree"), _image())["action"] == "adopt"

@@ -150,3 +150,19 @@ def test_an_executable_that_is_not_a_file_is_named_by_its_option(fake, tmp_path,
     result = run_main(os_info.main, {option: str(tmp_path)}, expect=FailJson)
     assert result["msg"].startswith("%s '%s' does not exist or is not an executable file" % (option, tmp_path))
     assert fake["calls"] == []
+
+
+def test_a_bootc_host_on_a_disk_images_commit_is_staged_not_pinned(fake):
+    """The rollout's pin (origin rewrite) needs a commit bootc imported from an image."""
+    checksum = "e" * 64
+    fake["results"] = [(0, _bootc(booted={"image": None, "pinned": False, "incompatible": False,
+                                          "ostree": {"checksum": checksum, "deploySerial": 0}}), "")]
+    status = run_main(os_info.main, {})
+    assert status["backend"] == "bootc" and status["booted"]["image"] is None
+    image = "%s@%s" % (NAME, DIGEST)
+    resolutions = {image: {"digest": DIGEST, "index": False}}
+    inspections = {image: {"labels": {"ostree.bootable": "true", "ostree.commit": checksum}}}
+    plan = host_plan({"image": image}, "node", resolutions=resolutions, status=status, inspections=inspections)
+    assert plan["commit"] == checksum and plan["action"] == "stage"
+    assert host_plan({"image": image}, "node", resolutions=resolutions, inspections=inspections,
+                     status=dict(status, backend="rpm-ostree"))["action"] == "pin"
