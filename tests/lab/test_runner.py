@@ -145,3 +145,52 @@ def test_a_job_without_the_collection_fails(lab, job, tmp_path):
     runner, _events, _stats = run_job(pdd)
     assert runner.rc != 0
     assert runner.status == "failed"
+
+
+def test_two_slices_of_one_rollout_share_the_pools_budget_through_fleetlock(lab, job):
+    """AWX job slicing: two jobs at once, each with half of the pool's hosts and the pool's whole
+    budget in its inventory; FleetLock (group = pool, slots = budget) keeps the pool within it."""
+    nodes = lab.own_nodes("test_runner_sliced", 4)
+    budget = 2
+    hosts = yaml.safe_load(lab.inventory.read_text())
+    allvars = dict(hosts["all"]["vars"])
+    known = {}
+    for group in hosts["all"]["children"]["fleet"]["children"].values():
+        known.update(group.get("hosts") or {})
+    url = allvars["fleetos_lab_fleetlock_url"]
+    lab.fleetlab("fleetlock", "reset")
+    lab.fleetlab("fleetlock", "slots", budget, "--group", "sliced")
+    runners = []
+    start = len(lab.journal())
+    for index, piece in enumerate((nodes[:2], nodes[2:])):
+        inventory = {"_meta": {"hostvars": {name: dict(allvars, ansible_host=known[name]["ansible_host"],
+                                                       fleetos_pool="sliced", fleetos_pool_max_unavailable=budget)
+                                            for name in piece}},
+                     "all": {"children": ["sliced"]}, "sliced": {"hosts": piece}}
+        pdd = private_data_dir(dict(job, exported=json.dumps(inventory)), "slice%d" % index, "fleetos.layering.rollout",
+                               {"fleetos_rollout_image": job["image"], "fleetos_fleetlock_url": url,
+                                "os_activate_fleetlock_retry_delay": 1})
+        runners.append(ansible_runner.run_async(private_data_dir=str(pdd), playbook="job.yml", quiet=True,
+                                                ident="job"))
+    for thread, _runner in runners:
+        thread.join(timeout=900)
+    events = lab.journal()[start:]
+    for _thread, runner in runners:
+        assert runner.rc == 0, runner.stdout.read()[-4000:]
+    # Every node was activated, and at no instant were more of the pool's hosts down than its budget
+    # (reboot to boot, from the journal) or holding a FleetLock slot.
+    assert sorted(e["node"] for e in events if e["event"] == "reboot" and e.get("node") in nodes) == sorted(nodes)
+    points, pending = [], {}
+    for event in events:
+        if event.get("node") in nodes and event["event"] == "reboot":
+            pending[event["node"]] = float(event["ts"])
+        elif event.get("node") in nodes and event["event"] == "boot" and event["node"] in pending:
+            points += [(pending.pop(event["node"]), 1), (float(event["ts"]), -1)]
+    down = most = 0
+    for _, step in sorted(points):
+        down += step
+        most = max(most, down)
+    assert 1 <= most <= budget
+    locks = [e for e in events if e["event"] == "fleetlock_lock" and e.get("group") == "sliced"]
+    assert len(locks) >= len(nodes) and max(len(e["holders"]) for e in locks) <= budget
+    lab.fleetlab("fleetlock", "reset")
