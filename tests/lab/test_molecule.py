@@ -5,7 +5,7 @@ under extensions/molecule/), with the working tree linked where Ansible finds th
 collection (.build/runtime, set in the scenario's provisioner env). `rollout` uses
 node05-node10 and leaves them on the lab's base image; `adopt` claims two disk-image
 nodes of its own (fleetlab claim) and leaves them with their disk-image origin; `bootc`
-claims two bootc-managed nodes and leaves them on the lab's base image.
+claims two bootc-managed nodes of its own and leaves them on its image.
 """
 
 import os
