@@ -82,10 +82,51 @@ class MachineImage:
         return "spec.nodeName" if self.node_name is not None else "spec.nodeSelector"
 
 
-def _defined_in(obj, index):
+def _defined_in(obj, index, list_name="machine_images"):
     annotations = ((obj.get("metadata") or {}).get("annotations") or {}) if isinstance(obj.get("metadata"), dict) else {}
     value = annotations.get(DEFINED_IN_ANNOTATION) if isinstance(annotations, dict) else None
-    return value if isinstance(value, str) and value else "machine_images[%d]" % index
+    return value if isinstance(value, str) and value else "%s[%d]" % (list_name, index)
+
+
+def only_keys(mapping, allowed, field, what, fail):
+    """Call ``fail`` for the first key of ``mapping`` that is not ``allowed``, naming ``field`` and ``what``."""
+    unknown = sorted(str(k) for k in mapping if k not in allowed)
+    if unknown:
+        fail((field + "." if field else "") + unknown[0], "is not %s field; allowed: %s" % (what, ", ".join(allowed)))
+
+
+def check_header(obj, index, kind, list_name):
+    """Check what every fleetos.io object shares (top-level keys, apiVersion, kind, metadata and its name).
+
+    -> ``(defined_in, name, prefix, fail)``; ``fail(field, cause)`` raises InvalidInputError prefixed
+    with ``prefix``, ``"<defined_in> (<kind> '<name>'): "``.
+    """
+    if not isinstance(obj, dict):
+        raise InvalidInputError("%s[%d] is %s, not a %s mapping" % (list_name, index, type(obj).__name__, kind),
+                                field="")
+    defined_in = _defined_in(obj, index, list_name)
+    metadata = obj.get("metadata")
+    raw_name = metadata.get("name") if isinstance(metadata, dict) else None
+    shown = raw_name if isinstance(raw_name, str) and raw_name else None
+    prefix = "%s (%s %s): " % (defined_in, kind, "'%s'" % shown if shown else "without a name")
+
+    def fail(field, cause):
+        raise InvalidInputError("%s%s %s" % (prefix, field, cause), field=field)
+
+    only_keys(obj, _TOP_KEYS, "", "a %s" % kind, fail)
+    if obj.get("apiVersion") != API_VERSION:
+        fail("apiVersion", "%r is not %s" % (obj.get("apiVersion"), API_VERSION))
+    if obj.get("kind") != kind:
+        fail("kind", "%r is not %s" % (obj.get("kind"), kind))
+    if not isinstance(metadata, dict):
+        fail("metadata", "must be a mapping with a name")
+    only_keys(metadata, _METADATA_KEYS, "metadata", "a %s metadata" % kind, fail)
+    if not shown:
+        fail("metadata.name", "must be a non-empty string")
+    if len(raw_name) > 253 or not _NAME_RE.match(raw_name):
+        fail("metadata.name", "%r is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')"
+             % raw_name)
+    return defined_in, raw_name, prefix, fail
 
 
 def validate(obj, index=0):
@@ -94,41 +135,11 @@ def validate(obj, index=0):
     ``index`` is the object's position in the list, used in messages only when the
     object carries no ``fleetos.io/defined-in`` annotation.
     """
-    if not isinstance(obj, dict):
-        raise InvalidInputError("machine_images[%d] is %s, not a MachineImage mapping"
-                                % (index, type(obj).__name__), field="")
-    defined_in = _defined_in(obj, index)
-    metadata = obj.get("metadata")
-    raw_name = metadata.get("name") if isinstance(metadata, dict) else None
-    shown = raw_name if isinstance(raw_name, str) and raw_name else None
-    prefix = "%s (MachineImage %s): " % (defined_in, "'%s'" % shown if shown else "without a name")
-
-    def fail(field, cause):
-        raise InvalidInputError("%s%s %s" % (prefix, field, cause), field=field)
-
-    unknown = sorted(str(k) for k in obj if k not in _TOP_KEYS)
-    if unknown:
-        fail(unknown[0], "is not a MachineImage field; allowed: %s" % ", ".join(_TOP_KEYS))
-    if obj.get("apiVersion") != API_VERSION:
-        fail("apiVersion", "%r is not %s" % (obj.get("apiVersion"), API_VERSION))
-    if obj.get("kind") != KIND:
-        fail("kind", "%r is not %s" % (obj.get("kind"), KIND))
-    if not isinstance(metadata, dict):
-        fail("metadata", "must be a mapping with a name")
-    unknown = sorted(str(k) for k in metadata if k not in _METADATA_KEYS)
-    if unknown:
-        fail("metadata." + unknown[0], "is not a MachineImage metadata field; allowed: %s" % ", ".join(_METADATA_KEYS))
-    if not shown:
-        fail("metadata.name", "must be a non-empty string")
-    if len(raw_name) > 253 or not _NAME_RE.match(raw_name):
-        fail("metadata.name", "%r is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')"
-             % raw_name)
+    defined_in, raw_name, prefix, fail = check_header(obj, index, KIND, "machine_images")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         fail("spec", "must be a mapping with image and nodeName or nodeSelector")
-    unknown = sorted(str(k) for k in spec if k not in _SPEC_KEYS)
-    if unknown:
-        fail("spec." + unknown[0], "is not a MachineImage spec field; allowed: %s" % ", ".join(_SPEC_KEYS))
+    only_keys(spec, _SPEC_KEYS, "spec", "a MachineImage spec", fail)
     for flag in ("paused", "allowTag"):
         if flag in spec and not isinstance(spec[flag], bool):
             fail("spec." + flag, "is %r, not true or false" % (spec[flag],))

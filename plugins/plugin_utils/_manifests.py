@@ -74,7 +74,7 @@ def yaml_cause(exc):
     return " ".join(str(exc).split())
 
 
-def parse_text(text, name):
+def parse_text(text, name, kind="MachineImage"):
     """The annotated objects of one manifest text; raises FleetosError naming ``name`` and the cause.
 
     Each object gets the annotation ``fleetos.io/defined-in: "<name> document <n>"``
@@ -90,8 +90,8 @@ def parse_text(text, name):
             continue
         where = "%s document %d" % (name, number)
         if not isinstance(document, dict):
-            kind = _KINDS.get(type(document), "a " + type(document).__name__)
-            raise FleetosError("%s is %s, not a MachineImage mapping" % (where, kind))
+            shown_kind = _KINDS.get(type(document), "a " + type(document).__name__)
+            raise FleetosError("%s is %s, not a %s mapping" % (where, shown_kind, kind))
         document = dict(document)
         metadata = document.get("metadata")
         if isinstance(metadata, dict):
@@ -174,14 +174,24 @@ def load_manifest_dir(directory, relative_to=None, missing_ok=True):
     host is planned from part of the set. A missing directory means no manifests, or
     raises FleetosError without ``missing_ok``.
     """
+    return load_objects(directory, relative_to=relative_to, missing_ok=missing_ok, kind="MachineImage",
+                        validate=MachineImageSet)
+
+
+def load_objects(directory, relative_to=None, missing_ok=True, kind="MachineImage", validate=MachineImageSet):
+    """Read, parse and validate every manifest of ``directory`` holding ``kind`` objects (see load_manifest_dir).
+
+    ``validate`` takes a list of objects and raises FleetosError for the first invalid one or a
+    conflict between them; it is called for each file, then for the whole set.
+    """
     if not isinstance(directory, str) or not directory:
-        raise FleetosError("the MachineImage manifests directory must be a non-empty path, got %r" % (directory,))
+        raise FleetosError("the %s manifests directory must be a non-empty path, got %r" % (kind, directory))
     shown = shown_directory(directory, relative_to)
     record = {"directory": shown or os.curdir, "files": [], "objects": [], "errors": [], "error": None}
     if not os.path.isdir(directory):
         if missing_ok:
             return record
-        raise FleetosError("the MachineImage manifests directory %s does not exist" % directory)
+        raise FleetosError("the %s manifests directory %s does not exist" % (kind, directory))
     objects = []
     for file_name in manifest_files(directory):
         name = "%s/%s" % (shown, file_name) if shown else file_name
@@ -193,21 +203,21 @@ def load_manifest_dir(directory, relative_to=None, missing_ok=True):
             record["errors"].append(shorten("%s cannot be read: %s" % (name, exc.strerror or exc)))
             continue
         try:
-            file_objects = parse_text(decode(data, name), name)
-            MachineImageSet(file_objects)
+            file_objects = parse_text(decode(data, name), name, kind=kind)
+            validate(file_objects)
         except FleetosError as exc:
             record["errors"].append(shorten(exc.msg))
             continue
         objects.extend(file_objects)
     if not record["errors"]:
         try:
-            MachineImageSet(objects)
+            validate(objects)
         except FleetosError as exc:
             record["errors"].append(shorten(exc.msg))
     if record["errors"]:
         more = len(record["errors"]) - 1
         tail = " (and %d more file%s that did not load)" % (more, "" if more == 1 else "s") if more else ""
-        prefix = "MachineImage manifests did not load: "
+        prefix = "%s manifests did not load: " % kind
         record["error"] = prefix + shorten(record["errors"][0], MAX_MESSAGE - len(prefix) - len(tail)) + tail
     else:
         record["objects"] = objects

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 
-KINDS = ("plan", "rollout", "rollback", "adopt", "status")
+KINDS = ("plan", "rollout", "rollback", "adopt", "status", "compose")
 STATS_PREFIX = "fleetos_last_"
 
 
@@ -31,12 +31,26 @@ def _host_row(kind, row):
     return row.get("status"), row.get("target_digest"), row.get("booted_digest")
 
 
+def _compose_stats(report, report_dir):
+    """compose.yml's rows are LayeredImages, not hosts: ``images`` maps each to its status and digests."""
+    if not isinstance(report.get("images"), list):
+        raise InvalidInputError("the compose report must be a mapping with a list of images")
+    images = {row["name"]: {"status": row.get("status"), "digest": row.get("digest"),
+                            "previous_digest": row.get("previous_digest")}
+              for row in report["images"] if isinstance(row, dict) and row.get("name")}
+    return {"kind": "compose", "result": report.get("result"), "counts": dict(report.get("counts") or {}),
+            "stop_reason": report.get("stop_reason"), "rollout": None, "report_dir": report_dir, "hosts": {},
+            "images": images, "lock": report.get("lock")}
+
+
 def job_stats(report, kind, report_dir=None):
     """``{"fleetos_last_<kind>": {...}}`` for ansible.builtin.set_stats, from a playbook's report."""
     if kind not in KINDS:
         raise InvalidInputError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
     if not isinstance(report, dict) or not isinstance(report.get("hosts"), list):
         raise InvalidInputError("the %s report must be a mapping with a list of hosts" % kind)
+    if kind == "compose":
+        return {STATS_PREFIX + kind: _compose_stats(report, report_dir)}
     hosts = {}
     counts = {}
     for row in report["hosts"]:

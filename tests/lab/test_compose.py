@@ -1,8 +1,10 @@
-"""os_image_compose against the lab registry: a base plus two layer images, composed, recomposed, bumped, refused.
+"""os_image_compose and compose.yml against the lab registry: a base plus two layer images, composed, recomposed,
+bumped, refused.
 
-- base 1.0 + kubelet + ovs -> D1; the same again -> D1, changed=false, not one blob read;
+- compose.yml on a LayeredImage base 1.0 + kubelet + ovs -> D1 and the lock; the same again -> D1, the play
+  changes nothing (changed=0), not one blob read, the lock byte-identical;
 - kubelet bumped -> D2 != D1: only the new kubelet blob reaches the output repository
-  (mounted), and only the new layer's blobs are read;
+  (mounted), only the new layer's blobs are read, and the lock and its summary show that only kubelet moved;
 - check mode returns the digest it would push and pushes nothing;
 - each bad layer (a file under /var, a whiteout, two layers writing one file, a
   `requires` label the base lacks) fails before any push: the output repository gets no tag.
@@ -12,9 +14,11 @@ The module runs on the controller inside the lab's network namespace, as a build
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -80,6 +84,31 @@ class Composer:
         reads = [e for e in self.lab.journal()[start:] if e["event"] == "blob_read" and e.get("node") == "controller"]
         return results, reads, seconds
 
+    def playbook(self, inventory, *extra):
+        """Run playbooks/compose.yml on ``inventory`` (a directory with layered_images/); -> (report, lock text,
+        summary, recap changed count, blob reads, seconds)."""
+        self.runs += 1
+        report_dir = self.tmp / ("report%d" % self.runs)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_LOCALHOST_WARNING="False")
+        start = len(self.lab.journal())
+        began = time.monotonic()
+        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, str(VENV_BIN / "ansible-playbook"), "-i",
+                               str(inventory), "-c", "local", "-e", "ansible_python_interpreter=%s" % (
+                                   VENV_BIN / "python"), "-e", "fleetos_compose_auth_file=" + self.auth_file,
+                               "-e", "fleetos_compose_ca_cert_dir=" + self.cert_dir,
+                               "-e", "fleetos_compose_cache_dir=" + self.cache, "-e", "fleetos_report_dir=%s" % report_dir,
+                               *extra, str(REPO / "playbooks" / "compose.yml")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
+                              timeout=300, check=False)
+        seconds = time.monotonic() - began
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+        changed = int(re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", proc.stdout).group(1))
+        report = json.loads((report_dir / "compose-report.json").read_text())
+        lock = (Path(inventory) / "layered-images.lock.yml").read_text()
+        reads = [e for e in self.lab.journal()[start:] if e["event"] == "blob_read" and e.get("node") == "controller"]
+        return report, lock, (report_dir / "compose-summary.md").read_text(), changed, reads, seconds
+
     def tags(self, repository):
         proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, "skopeo", "list-tags", "--authfile", self.auth_file,
                                "--cert-dir", self.cert_dir, "docker://%s/%s" % (self.registry, repository)],
@@ -100,47 +129,68 @@ def test_compose_recompose_bump_and_check_mode(lab, composer):
                              ("/etc/kubernetes/kubelet.conf", "conf\n"))
     ovs = composer.layer("openvswitch", "3.4", ("/usr/sbin/ovs-vswitchd", "ovs 3.4\n"))
     output = "fleetos/worker-%s" % composer.tag
-    layers = [composer.spec("kubelet", kubelet, requires={"labels": {"ostree.bootable": "true"}}),
-              composer.spec("ovs", ovs)]
+    inventory = composer.tmp / "inventory"
+    (inventory / "layered_images").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text("all: {hosts: {}}\n")
 
-    (first,), reads, seconds = composer.compose(output, layers)
-    assert first.get("failed") is not True, first
+    def layered_image(kubelet_record, requires=None):
+        kubelet_layer = composer.spec("kubelet", kubelet_record, **({"requires": requires} if requires else {}))
+        (inventory / "layered_images" / "worker.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "fleetos.io/v1alpha1", "kind": "LayeredImage", "metadata": {"name": "worker"},
+            "spec": {"base": {"image": "%s/fleetos/lab-os:1.0" % composer.registry},
+                     "layers": [kubelet_layer, composer.spec("ovs", ovs)],
+                     "output": "%s/%s" % (composer.registry, output)}}))
+
+    layered_image(kubelet, requires={"labels": {"ostree.bootable": "true"}})
+    report, lock_text, summary, changed, reads, seconds = composer.playbook(inventory)
+    (first,) = report["images"]
+    (entry,) = yaml.safe_load(lock_text)["images"]
     d1 = first["digest"]
-    assert first["changed"] is True and first["tag"].startswith("fleetos-")
-    assert first["base"]["digest"] == lab.base_digest and first["base"]["version"] == "1.0"
-    assert [(l["name"], l["digest"], l["version"]) for l in first["layers"]] == [
+    assert (first["status"], entry["digest"], changed) == ("composed", d1, 2), (first, changed)
+    assert entry["tag"].startswith("fleetos-") and entry["image"] == "%s/%s@%s" % (composer.registry, output, d1)
+    assert entry["base"]["digest"] == lab.base_digest and entry["base"]["version"] == "1.0"
+    assert [(l["name"], l["digest"], l["version"]) for l in entry["layers"]] == [
         ("kubelet", kubelet["digest"], "1.31.4"), ("ovs", ovs["digest"], "3.4")]
     base_layers = len(json.loads(subprocess.run(
         ["ip", "netns", "exec", LAB_NETNS, "skopeo", "inspect", "--raw", "--authfile", composer.auth_file,
-         "--cert-dir", composer.cert_dir, "docker://%s@%s" % (first["base"]["name"], lab.base_digest)],
+         "--cert-dir", composer.cert_dir, "docker://%s@%s" % (entry["base"]["name"], lab.base_digest)],
         stdout=subprocess.PIPE, text=True, check=True).stdout)["layers"])
     assert first["blobs"] == {"mounted": base_layers + 2, "uploaded": 1, "skipped": 0, "read": 5}, first["blobs"]
     # read: the three configurations and the two layer blobs, once each
     assert len(reads) == 5, reads
-    assert composer.tags(output) == [first["tag"]]
-    print("\ncompose (base + 2 layers): %.1f s, %d blobs read" % (seconds, len(reads)))
+    assert composer.tags(output) == [entry["tag"]]
+    assert "| worker | added: base 1.0, kubelet 1.31.4, ovs 3.4 |" in summary, summary
+    print("\ncompose.yml (base + 2 layers): %.1f s, %d blobs read" % (seconds, len(reads)))
 
-    # The same inputs again: the same digest, nothing pushed, not one blob read.
-    (again,), reads, seconds = composer.compose(output, layers)
-    assert (again["digest"], again["changed"]) == (d1, False), again
+    # The same inputs again: the same digest, nothing pushed, not one blob read, the lock byte-identical.
+    report, lock_again, summary, changed, reads, seconds = composer.playbook(inventory)
+    (again,) = report["images"]
+    assert (again["digest"], again["status"], changed) == (d1, "unchanged", 0), (again, changed)
     assert again["blobs"] == {"mounted": 0, "uploaded": 0, "skipped": 0, "read": 0}
     assert reads == [], reads
-    assert [l["version"] for l in again["layers"]] == ["1.31.4", "3.4"] and again["base"]["version"] == "1.0"
-    print("no-op compose: %.1f s, %d blobs read" % (seconds, len(reads)))
+    assert lock_again == lock_text
+    assert "| worker | unchanged |" in summary, summary
+    print("no-op compose.yml: %.1f s, %d blobs read" % (seconds, len(reads)))
 
-    # Bump kubelet: a new digest; only the new kubelet blob reaches the output repository.
+    # Bump kubelet: a new digest; only the new kubelet blob reaches the output repository, and
+    # only kubelet moves in the lock and the summary.
     bumped = composer.layer("kubelet", "1.31.5", ("/usr/bin/kubelet", "kubelet 1.31.5\n"),
                             ("/etc/kubernetes/kubelet.conf", "conf\n"))
-    layers2 = [composer.spec("kubelet", bumped), composer.spec("ovs", ovs)]
-    (second,), reads, seconds = composer.compose(output, layers2)
+    layered_image(bumped, requires={"labels": {"ostree.bootable": "true"}})
+    report, lock_bumped, summary, changed, reads, seconds = composer.playbook(inventory)
+    (second,) = report["images"]
+    (entry2,) = yaml.safe_load(lock_bumped)["images"]
     d2 = second["digest"]
-    assert d2 != d1 and second["changed"] is True
+    assert d2 != d1 and second["status"] == "composed" and second["previous_digest"] == d1
     assert second["blobs"]["mounted"] == len(bumped["layers"]) == 1, second["blobs"]
     assert second["blobs"]["uploaded"] == 1 and second["blobs"]["skipped"] == base_layers + 1
     read_digests = {e["digest"] for e in reads}
     assert read_digests <= {bumped["layers"][0]["digest"], bumped["config_digest"]}, reads
-    assert sorted(composer.tags(output)) == sorted([first["tag"], second["tag"]])
-    print("layer bump compose: %.1f s, %d blobs read" % (seconds, len(reads)))
+    assert sorted(composer.tags(output)) == sorted([entry["tag"], entry2["tag"]])
+    assert (entry2["base"], entry2["layers"][1]) == (entry["base"], entry["layers"][1])
+    assert (entry2["layers"][0]["digest"], entry2["layers"][0]["version"]) == (bumped["digest"], "1.31.5")
+    assert "| worker | kubelet 1.31.4 → 1.31.5, base unchanged | `%s` |" % d2 in summary, summary
+    print("layer bump compose.yml: %.1f s, %d blobs read" % (seconds, len(reads)))
 
     # Check mode: the digest it would push, and nothing pushed (no tag, and the real run uploads the config).
     layers3 = [composer.spec("ovs", ovs), composer.spec("kubelet", bumped)]

@@ -1,0 +1,276 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""LayeredImage objects (load, validate), their compositions by digest, the lock (text, diff, summary)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _layered
+from ansible_collections.fleetos.layering.plugins.plugin_utils._stats import job_stats
+
+REG = "reg.example.com"
+D = {key: "sha256:" + key * 64 for key in "abcdef0123"}
+GOOD = {
+    "apiVersion": "fleetos.io/v1alpha1", "kind": "LayeredImage",
+    "metadata": {"name": "worker", "annotations": {"fleetos.io/defined-in": "layered_images/w.yaml document 1"}},
+    "spec": {
+        "base": {"image": REG + "/os/base:9.6"},
+        "layers": [{"name": "kubelet", "image": REG + "/os/kubelet:1.31.4",
+                    "requires": {"labels": {"ostree.linux": "5.14"}}},
+                   {"name": "ovs", "image": REG + "/os/ovs@" + D["a"], "override": True}],
+        "output": REG + "/os/worker",
+        "pullSecret": {"name": "registry_creds"},
+    },
+}
+PREFIX = "layered_images/w.yaml document 1 (LayeredImage 'worker'): "
+
+
+def with_spec(path, value):
+    obj = copy.deepcopy(GOOD)
+    node = obj
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node[int(key)] if key.isdigit() else node[key]
+    if value is KeyError:
+        del node[keys[-1]]
+    else:
+        node[int(keys[-1]) if keys[-1].isdigit() else keys[-1]] = value
+    return obj
+
+
+def test_validate_normalizes_a_good_object():
+    record = _layered.validate(GOOD)
+    assert record == {
+        "name": "worker", "defined_in": "layered_images/w.yaml document 1", "base": REG + "/os/base:9.6",
+        "layers": [{"name": "kubelet", "image": REG + "/os/kubelet:1.31.4",
+                    "requires": {"labels": {"ostree.linux": "5.14"}}, "override": False},
+                   {"name": "ovs", "image": REG + "/os/ovs@" + D["a"], "requires": {"labels": {}}, "override": True}],
+        "output": REG + "/os/worker", "pull_secret": "registry_creds"}
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("kind", "MachineImage", "kind 'MachineImage' is not LayeredImage"),
+    ("apiVersion", "v1", "apiVersion 'v1' is not fleetos.io/v1alpha1"),
+    ("spec.extra", 1, "spec.extra is not a LayeredImage spec field; allowed: base, layers, output, pullSecret"),
+    ("spec.base", KeyError, "spec.base must be a mapping with an image"),
+    ("spec.base.image", "base 9.6", "spec.base.image 'base 9.6' contains whitespace"),
+    ("spec.base.image", "base:9.6", "spec.base.image 'base:9.6' names no registry: expected registry[:port]/repository"),
+    ("spec.layers", [], "spec.layers must be a non-empty list of layers with a name and an image"),
+    ("spec.layers.1.name", "kubelet", "spec.layers[1].name 'kubelet' names two layers; give each layer its own name"),
+    ("spec.layers.0.name", "Kubelet", "spec.layers[0].name 'Kubelet' is not a layer name"),
+    ("spec.layers.0.image", None, "spec.layers[0].image must be a non-empty image reference"),
+    ("spec.layers.0.requires", {"labels": {"a": 1}}, "spec.layers[0].requires.labels must map label names to string"),
+    ("spec.layers.0.requires", {"annotations": {}}, "spec.layers[0].requires must be a mapping with labels only"),
+    ("spec.layers.1.override", "yes", "spec.layers[1].override is 'yes', not true or false"),
+    ("spec.layers.1.from", "x", "spec.layers[1].from is not a layer field; allowed: name, image, requires, override"),
+    ("spec.output", REG + "/os/worker:1", "spec.output 'reg.example.com/os/worker:1' names a tag or digest"),
+    ("spec.output", KeyError, "spec.output must be a non-empty repository"),
+    ("spec.pullSecret", "creds", "spec.pullSecret must be {name: VARIABLE}"),
+    ("metadata.name", "Worker", "metadata.name 'Worker' is not a DNS-1123 subdomain"),
+])
+def test_validate_names_file_object_and_field(path, value, message):
+    with pytest.raises(InvalidInputError) as info:
+        _layered.validate(with_spec(path, value))
+    shown = PREFIX.replace("'worker'", "'Worker'") if path == "metadata.name" else PREFIX
+    assert info.value.msg.startswith(shown + message), info.value.msg
+
+
+def test_two_objects_with_one_name_are_refused():
+    other = copy.deepcopy(GOOD)
+    other["metadata"]["annotations"]["fleetos.io/defined-in"] = "layered_images/x.yaml document 2"
+    with pytest.raises(InvalidInputError) as info:
+        _layered.validate_set([GOOD, other])
+    assert info.value.msg == ("layered_images/w.yaml document 1 and layered_images/x.yaml document 2 both define "
+                              "the LayeredImage 'worker'; give each LayeredImage its own name")
+
+
+def test_load_dir_reads_validates_and_names_bad_files(tmp_path):
+    directory = tmp_path / "layered_images"
+    directory.mkdir()
+    good = copy.deepcopy(GOOD)
+    del good["metadata"]["annotations"]
+    (directory / "worker.yaml").write_text(yaml.safe_dump(good))
+    record = _layered.load_dir(str(directory), relative_to=str(tmp_path))
+    assert record["error"] is None and record["files"] == ["layered_images/worker.yaml"]
+    assert [image["name"] for image in record["images"]] == ["worker"]
+    assert record["images"][0]["defined_in"] == "layered_images/worker.yaml document 1"
+
+    (directory / "bad.yml").write_text("kind: LayeredImage\nkind: again\n")
+    (directory / "list.yaml").write_text("- 1\n")
+    record = _layered.load_dir(str(directory), relative_to=str(tmp_path))
+    assert record["images"] == []
+    assert record["errors"] == [
+        "layered_images/bad.yml is not valid YAML: line 2: the key 'kind' appears twice in one mapping (first on "
+        "line 1); give each key once",
+        "layered_images/list.yaml document 1 is a list, not a LayeredImage mapping"]
+    assert record["error"] == ("LayeredImage manifests did not load: " + record["errors"][0]
+                               + " (and 1 more file that did not load)")
+
+
+def test_load_dir_missing_directory(tmp_path):
+    assert _layered.load_dir(str(tmp_path / "none"))["images"] == []
+    record = _layered.load_dir(str(tmp_path / "none"), required=True)
+    assert record["error"] == "LayeredImage manifests did not load: the LayeredImage manifests directory %s does not exist" % (
+        tmp_path / "none")
+
+
+def resolutions(*pairs, failed=()):
+    results = [{"item": ref, "digest": digest, "changed": False} for ref, digest in pairs]
+    results += [{"item": ref, "failed": True, "msg": "Failed to resolve image '%s': unauthorized." % ref}
+                for ref in failed]
+    return {"results": results}
+
+
+def test_references_once_and_compositions_by_digest():
+    image = _layered.validate(GOOD)
+    second = dict(image, name="infra", layers=image["layers"][:1])
+    assert _layered.references([image, second]) == [
+        REG + "/os/base:9.6", REG + "/os/kubelet:1.31.4", REG + "/os/ovs@" + D["a"]]
+    plans = _layered.compositions([image], resolutions((REG + "/os/base:9.6", D["b"]),
+                                                       (REG + "/os/kubelet:1.31.4", D["c"]),
+                                                       (REG + "/os/ovs@" + D["a"], D["a"])))
+    assert plans == [{"name": "worker", "base": REG + "/os/base@" + D["b"], "output": REG + "/os/worker",
+                      "pull_secret": "registry_creds", "layers": [
+                          {"name": "kubelet", "image": REG + "/os/kubelet@" + D["c"],
+                           "requires": {"labels": {"ostree.linux": "5.14"}}, "override": False},
+                          {"name": "ovs", "image": REG + "/os/ovs@" + D["a"], "requires": {"labels": {}},
+                           "override": True}]}]
+
+
+def test_an_input_that_did_not_resolve_is_named():
+    image = _layered.validate(GOOD)
+    with pytest.raises(InvalidInputError) as info:
+        _layered.compositions([image], resolutions((REG + "/os/base:9.6", D["b"]),
+                                                   failed=[REG + "/os/kubelet:1.31.4"]))
+    assert info.value.msg == (PREFIX + "spec.layers[0].image 'reg.example.com/os/kubelet:1.31.4' did not resolve: "
+                              "Failed to resolve image 'reg.example.com/os/kubelet:1.31.4': unauthorized")
+
+
+def compose_result(digest, base=("1.0", D["b"]), kubelet=("1.31.4", D["c"]), changed=True):
+    return {"item": {"name": "worker"}, "changed": changed, "digest": digest, "output": REG + "/os/worker",
+            "tag": "fleetos-" + digest[7:39], "manifests": {}, "inputs": "sha256:" + "9" * 64,
+            "base": {"name": REG + "/os/base", "digest": base[1], "version": base[0]},
+            "layers": [{"name": "kubelet", "image": REG + "/os/kubelet", "digest": kubelet[1], "version": kubelet[0],
+                        "override": False},
+                       {"name": "ovs", "image": REG + "/os/ovs", "digest": D["a"], "version": "3.4",
+                        "override": True}]}
+
+
+def lock_of(*results):
+    return _layered.lock_document([_layered.validate(GOOD)], {"results": list(results)})
+
+
+def test_lock_text_is_canonical_and_reads_back():
+    document = lock_of(compose_result(D["d"]))
+    text = _layered.lock_text(document)
+    assert text == _layered.lock_text(lock_of(compose_result(D["d"], changed=False)))
+    again = _layered.read_lock(text)
+    assert again == document
+    assert _layered.pinned_image(again, "worker") == REG + "/os/worker@" + D["d"]
+    entry = again["images"][0]
+    assert entry["base"] == {"image": REG + "/os/base:9.6", "name": REG + "/os/base", "digest": D["b"],
+                             "version": "1.0"}
+    assert [(l["name"], l["image"], l["digest"], l["version"]) for l in entry["layers"]] == [
+        ("kubelet", REG + "/os/kubelet:1.31.4", D["c"], "1.31.4"), ("ovs", REG + "/os/ovs@" + D["a"], D["a"], "3.4")]
+    with pytest.raises(FleetosError) as info:
+        _layered.pinned_image(again, "infra", where="The lock x.yml")
+    assert info.value.msg == "The lock x.yml has no LayeredImage 'infra'; it has: worker"
+
+
+def test_lock_refuses_a_failed_composition():
+    with pytest.raises(FleetosError) as info:
+        lock_of({"item": {"name": "worker"}, "failed": True, "msg": "Layer 'ovs' writes /var/x."})
+    assert info.value.msg == "The LayeredImage 'worker' has no composed digest for the lock: Layer 'ovs' writes /var/x"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: [", "the lock is not valid YAML"),
+    ("kind: Other\nimages: []\n", "the lock is not a LayeredImageLock"),
+    ("kind: LayeredImageLock\nimages: [{name: w, image: x}]\n", "the lock: images[0] needs a name, an image and"),
+])
+def test_read_lock_refuses_what_is_not_a_lock(text, message):
+    with pytest.raises(FleetosError) as info:
+        _layered.read_lock(text)
+    assert info.value.msg.startswith(message)
+
+
+@pytest.mark.parametrize("before, after, status, summary", [
+    (None, {}, "added", "added: base 1.0, kubelet 1.31.4, ovs 3.4"),
+    ({}, {}, "unchanged", "unchanged"),
+    ({}, {"kubelet": ("1.31.5", D["e"])}, "changed", "kubelet 1.31.4 → 1.31.5, base unchanged"),
+    ({}, {"base": ("1.1", D["f"])}, "changed", "base 1.0 → 1.1"),
+    ({}, {"kubelet": ("1.31.4", D["e"])}, "changed", "kubelet 1.31.4 rebuilt (cccccccccccc → eeeeeeeeeeee), "
+                                                     "base unchanged"),
+    ({}, {"base": ("1.1", D["f"]), "kubelet": ("1.31.5", D["e"])}, "changed", "base 1.0 → 1.1, kubelet 1.31.4 → 1.31.5"),
+])
+def test_diff_says_what_moved(before, after, status, summary):
+    previous = None if before is None else lock_of(compose_result(D["d"]))
+    current = lock_of(compose_result(D["d"] if not after else D["0"], **after))
+    (change,) = _layered.diff_locks(previous, current)
+    assert (change["name"], change["status"], change["summary"]) == ("worker", status, summary)
+    assert change["digest"] == {"before": previous and D["d"], "after": current["images"][0]["digest"]}
+
+
+def test_diff_names_added_and_removed_layers_and_images():
+    previous = lock_of(compose_result(D["d"]))
+    current = copy.deepcopy(previous)
+    entry = current["images"][0]
+    entry["digest"] = D["0"]
+    entry["layers"] = entry["layers"][:1] + [dict(entry["layers"][1], name="gpu", version="550")]
+    (change,) = _layered.diff_locks(previous, current)
+    assert change["moved"] == ["layer gpu 550 added", "layer ovs removed"]
+    assert [c["status"] for c in _layered.diff_locks(previous, {"images": []})] == ["removed"]
+
+
+def test_summary_and_report():
+    previous = lock_of(compose_result(D["d"]))
+    current = lock_of(compose_result(D["0"], kubelet=("1.31.5", D["e"])))
+    changes = _layered.diff_locks(previous, current)
+    text = _layered.summary_markdown(changes, current, lock_path="inv/layered-images.lock.yml")
+    assert "| worker | kubelet 1.31.4 → 1.31.5, base unchanged | `%s` |" % D["0"] in text
+    assert "Since the previous lock: 1 changed." in text
+    assert "| kubelet `%s/os/kubelet` | 1.31.5 | `%s` |" % (REG, D["e"]) in text
+    report = _layered.compose_report([_layered.validate(GOOD)], {"results": [compose_result(D["0"])]}, changes,
+                                     lock_path="inv/layered-images.lock.yml")
+    assert report["counts"] == {"composed": 1} and report["result"] == "success"
+    assert report["images"] == [{"name": "worker", "status": "composed", "digest": D["0"], "previous_digest": D["d"],
+                                 "summary": "kubelet 1.31.4 → 1.31.5, base unchanged", "blobs": None}]
+    stats = job_stats(report, "compose", report_dir="/r")["fleetos_last_compose"]
+    assert stats["images"] == {"worker": {"status": "composed", "digest": D["0"], "previous_digest": D["d"]}}
+    assert (stats["result"], stats["counts"], stats["hosts"], stats["lock"]) == (
+        "success", {"composed": 1}, {}, "inv/layered-images.lock.yml")
+
+
+LAYERS = '[{"digest":"%s","image":"r/k","name":"kubelet","version":"1.31.5"},{"digest":"%s","image":"r/o","name":"ovs"}]'
+
+
+@pytest.mark.parametrize("labels, layers", [
+    ({"fleetos.io/layers": LAYERS % (D["a"], D["b"])},
+     [{"name": "kubelet", "version": "1.31.5"}, {"name": "ovs", "version": None}]),
+    ({"version": "1.0"}, None),
+    ({"fleetos.io/layers": "not json"}, None),
+    ({"fleetos.io/layers": '{"name": "x"}'}, None),
+    (None, None),
+])
+def test_layers_of_labels(labels, layers):
+    assert _layered.layers_of_labels(labels) == layers
+
+
+def test_status_reads_each_booted_digest_once():
+    rows = [{"host": "a", "booted_image_name": REG + "/os/worker", "booted_digest": D["a"]},
+            {"host": "b", "booted_image_name": REG + "/os/worker", "booted_digest": D["a"]},
+            {"host": "c", "booted_image_name": REG + "/os/base", "booted_digest": D["b"]},
+            {"host": "d", "booted_image_name": None, "booted_digest": None}]
+    assert _layered.status_inspections(rows) == [REG + "/os/base@" + D["b"], REG + "/os/worker@" + D["a"]]
+    inspected = {"results": [
+        {"item": REG + "/os/worker@" + D["a"], "labels": {"fleetos.io/layers": LAYERS % (D["c"], D["d"])}},
+        {"item": REG + "/os/base@" + D["b"], "failed": True, "labels": {}}]}
+    assert [row["layers"] for row in _layered.status_layers(rows, inspected)] == [
+        [{"name": "kubelet", "version": "1.31.5"}, {"name": "ovs", "version": None}]] * 2 + [None, None]
