@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout import (  # noqa: E402  (the rollout bench's lab helpers)
+from _lab import (  # noqa: E402  (what the lab benches share)
     REPO,
     RESULTS,
     VENV_BIN,
@@ -47,8 +47,8 @@ from rollout import (  # noqa: E402  (the rollout bench's lab helpers)
     fleetlab,
     log,
     read_hosts,
-    reboot_spans,
 )
+from rollout import reboot_spans  # noqa: E402  (the rollout bench's journal helper)
 
 IMAGE = "fleetos/bench-adopt:1"
 ADOPT = REPO / "playbooks" / "adopt.yml"

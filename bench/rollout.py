@@ -25,7 +25,8 @@ by"): each bench node's link is shaped (--rate, 80mbit) and every boot of a benc
 delayed (--boot-delay, 10 s: fleetlab fault NODE slow-boot). Both are undone at the end
 and the nodes are left on v1. Prints figures and writes
 bench/results/rollout-<timestamp>.json; not a pass/fail test (exit 1 only when
-something broke).
+something broke). The bench nodes' host vars come from the lab's inventory,
+FLEETLAB_INVENTORY/hosts.yml (default inventories/lab, as for lab/fleetlab).
 
   .venv/bin/python bench/rollout.py [--count 12 | --nodes node12,...,node23] [--budget 3]
       [--pools 2] [--boot-delay 10] [--rate 80mbit] [--size-mb 50]
@@ -33,62 +34,28 @@ something broke).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
 import os
 import re
 import statistics
-import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _lab import (  # noqa: E402  (what the lab benches share)
+    BASE, REPO, RESULTS, ROLLBACK, ROLLOUT, STATE, VENV_BIN, BenchError, Journal, best_effort, bench_nodes,
+    bench_parser, blob_bytes, fleetlab, lab_info, log, run_bench, run_playbook, slow_boot, status,
+    write_inventory as write_lab_inventory)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
-from fleetlablib.inventory import read_hosts  # noqa: E402  (the lab's inventory reader)
-
-REPO = Path(__file__).resolve().parents[1]
-FLEETLAB = REPO / "lab" / "fleetlab"
-STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
-JOURNAL = STATE / "journal.jsonl"
-VENV_BIN = REPO / ".venv" / "bin"
-ROLLOUT = REPO / "playbooks" / "rollout.yml"
-ROLLBACK = REPO / "playbooks" / "rollback.yml"
 NAIVE = REPO / "bench" / "naive-rollout.yml"
-RESULTS = REPO / "bench" / "results"
-BASE = "fleetos/lab-os:1.0"
 REPOSITORY = "fleetos/bench-rollout"
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
-
-
-class BenchError(Exception):
-    pass
-
-
-def log(message):
-    print("[%s] %s" % (time.strftime("%H:%M:%S"), message), file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------
 # the lab
-
-
-def fleetlab(*args, check=True, timeout=900):
-    proc = subprocess.run([str(FLEETLAB)] + [str(a) for a in args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise BenchError("fleetlab %s failed (rc=%d): %s%s" % (" ".join(map(str, args)), proc.returncode,
-                                                             proc.stdout[-2000:], proc.stderr[-2000:]))
-    return proc
-
-
-def lab_info():
-    path = STATE / "lab.json"
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def ensure_nodes(nodes):
@@ -100,14 +67,6 @@ def ensure_nodes(nodes):
     missing = [n for n in nodes if n not in lab_info()["nodes"]]
     if missing:
         raise BenchError("the lab has no nodes %s" % ", ".join(missing))
-
-
-def status(nodes):
-    data = json.loads(fleetlab("status", "--json").stdout)
-    if not data.get("registry_running"):
-        raise BenchError("the lab registry is not running")
-    rows = {r["node"]: r for r in data["nodes"]}
-    return {n: rows[n] for n in nodes}
 
 
 def built_images():
@@ -125,27 +84,6 @@ def manifest_layers(digest):
 def build_image(name_tag, size_mb):
     proc = fleetlab("image", "build", name_tag, "--from", BASE, "--size-mb", size_mb, "--json")
     return json.loads(proc.stdout)
-
-
-class Journal:
-    """The lab's events journal from a byte offset on (other sessions append to it too)."""
-
-    def __init__(self):
-        self.offset = JOURNAL.stat().st_size
-
-    def events(self, nodes):
-        with open(JOURNAL, "rb") as handle:
-            handle.seek(self.offset)
-            data = handle.read()
-        out = []
-        for line in data.split(b"\n")[:-1]:   # complete lines only
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("node") in nodes:
-                out.append(event)
-        return out
 
 
 def reboot_spans(events):
@@ -168,57 +106,22 @@ def max_concurrent(spans):
     return best
 
 
-def blob_bytes(events):
-    per_node = {}
-    for event in events:
-        if event["event"] == "blob_read":
-            per_node[event["node"]] = per_node.get(event["node"], 0) + int(event.get("bytes") or 0)
-    return per_node
-
-
 # --------------------------------------------------------------------------
 # ansible
 
 
-def collections_path():
-    """ANSIBLE_COLLECTIONS_PATH that loads fleetos.layering from this working tree."""
-    runtime = REPO / ".build" / "runtime"
-    link = runtime / "ansible_collections" / "fleetos" / "layering"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink():
-        link.symlink_to(REPO)
-    return runtime
-
-
 def write_inventory(path, nodes, pools, budget):
-    """An inventory of the bench nodes only: the lab's host vars, pools of our own."""
-    hosts, allvars = read_hosts(REPO / "inventories" / "lab" / "hosts.yml")
+    """An inventory of the bench nodes only: the lab's host vars, pools of our own -> {pool: nodes}."""
     members = {"bench_%s" % chr(ord("a") + i): nodes[i::pools] for i in range(pools)}
-    inventory = {"all": {"vars": allvars, "children": {"bench_rollout": {"children": {
-        group: {"vars": {"fleetos_pool": group.replace("_", "-"), "fleetos_pool_max_unavailable": budget},
-                "hosts": {name: hosts[name] for name in names}}
-        for group, names in members.items() if names}}}}}
-    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    write_lab_inventory(path, {group: ({"fleetos_pool": group.replace("_", "-"),
+                                        "fleetos_pool_max_unavailable": budget}, names)
+                               for group, names in members.items() if names}, parent="bench_rollout")
     return {group.replace("_", "-"): names for group, names in members.items() if names}
 
 
 def playbook(inventory, book, log_path, *extra, forks):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_DEPRECATION_WARNINGS="False",
-               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_RETRY_FILES_ENABLED="False")
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(book), "--forks", str(forks)] + list(extra)
-    began = time.monotonic()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=3600, env=env, cwd=str(REPO), check=False)
-    proc.wall = time.monotonic() - began
-    log_path.write_text(proc.stdout)
-    proc.recap = {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)),
-                               "unreachable": int(m.group(4)), "failed": int(m.group(5))}
-                  for m in (RECAP.match(line) for line in proc.stdout.splitlines()) if m}
-    if proc.returncode != 0:
-        raise BenchError("%s failed (rc=%d); log: %s\n%s" % (book.name, proc.returncode, log_path,
-                                                             proc.stdout[-3000:]))
-    return proc
+    return run_playbook(argv, log_path, book.name)
 
 
 # --------------------------------------------------------------------------
@@ -228,12 +131,9 @@ def playbook(inventory, book, log_path, *extra, forks):
 class Bench:
     def __init__(self, args):
         self.args = args
-        if args.nodes:
-            self.nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
-        else:
-            # Nodes of the bench's own: the same ones on every run, no test's nodes among them.
+        if not args.nodes:
             fleetlab("up", "--nodes", "10")
-            self.nodes = json.loads(fleetlab("claim", "bench-rollout", "--count", args.count, "--json").stdout)
+        self.nodes = bench_nodes(args.nodes, "bench-rollout", "--count", args.count)
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.stamp = stamp
         self.run_dir = RESULTS / ("rollout-%s" % stamp)
@@ -249,11 +149,7 @@ class Bench:
         self.shaped = on
 
     def slow_boot(self, on):
-        for node in self.nodes:
-            if on and self.args.boot_delay > 0:
-                fleetlab("fault", node, "slow-boot", self.args.boot_delay)
-            else:
-                fleetlab("fault", node, "clear")
+        slow_boot(self.nodes, self.args.boot_delay, on)
         self.faulted = on
 
     def check_base(self, what):
@@ -420,12 +316,7 @@ class Bench:
 
     def cleanup(self):
         """Best effort: no faults, no shaping, nodes back on v1."""
-        problems = []
-        for step in (lambda: self.slow_boot(False), lambda: self.shape(False)):
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - report every cleanup problem
-                problems.append(str(exc))
+        problems = best_effort(lambda: self.slow_boot(False), lambda: self.shape(False))
         try:
             rows = status(self.nodes)
             off = sorted({r["digest"] for r in rows.values() if r["digest"] != self.base_digest})
@@ -476,10 +367,7 @@ def show(res):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default=None,
-                        help="comma-separated lab nodes (default: --count nodes of the bench's own, fleetlab claim)")
-    parser.add_argument("--count", type=int, default=12, help="how many nodes to claim without --nodes (12)")
+    parser = bench_parser(__doc__, 12)
     parser.add_argument("--pools", type=int, default=2, help="pools the nodes are dealt into (default 2)")
     parser.add_argument("--budget", type=int, default=3, help="fleetos_pool_max_unavailable of each pool (3)")
     parser.add_argument("--boot-delay", type=float, default=10, help="seconds each boot is delayed (10; 0: none)")
@@ -492,27 +380,8 @@ def main():
     if args.pools < 1 or args.budget < 1:
         sys.exit("bench/rollout.py: --pools and --budget must be at least 1")
     bench = Bench(args)
-    result, error = None, None
-    try:
-        result = bench.run()
-    except (BenchError, subprocess.TimeoutExpired) as exc:
-        error = str(exc)
-    except Exception:  # noqa: BLE001 - a bug in the bench: clean up, then show it
-        import traceback
-        error = traceback.format_exc()
-    finally:
-        problems = bench.cleanup() if hasattr(bench, "base_digest") else []
-    if result:
-        result["cleanup_problems"] = problems
-        path = RESULTS / ("rollout-%s.json" % bench.stamp)
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        show(result)
-        print("json    : %s (logs and reports: %s)" % (path.relative_to(REPO), bench.run_dir.relative_to(REPO)))
-    if error:
-        print("bench/rollout.py: error: %s" % error, file=sys.stderr)
-    for problem in problems:
-        print("bench/rollout.py: cleanup: %s" % problem, file=sys.stderr)
-    return 1 if error or problems else 0
+    return run_bench(bench, "rollout", show, lambda: bench.cleanup() if hasattr(bench, "base_digest") else [],
+                     logs="logs and reports")
 
 
 if __name__ == "__main__":

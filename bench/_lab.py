@@ -1,0 +1,238 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the lab benches share: the lab (lab/fleetlab, its state and journal), Ansible runs, inventories.
+
+Not a bench: bench/rollout.py and bench/layering.py import it (`sys.path` holds bench/).
+The lab is the one FLEETLAB_NETNS, FLEETLAB_STATE and FLEETLAB_INVENTORY name (the same
+variables lab/fleetlab reads; a second lab has its own of each; default the shared lab).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+from fleetlablib.inventory import read_hosts  # noqa: E402  (the lab's inventory reader)
+
+REPO = Path(__file__).resolve().parents[1]
+FLEETLAB = REPO / "lab" / "fleetlab"
+STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab"))).resolve()
+LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")
+LAB_INVENTORY = Path(os.environ.get("FLEETLAB_INVENTORY", str(REPO / "inventories" / "lab"))) / "hosts.yml"
+JOURNAL = STATE / "journal.jsonl"
+VENV_BIN = REPO / ".venv" / "bin"
+ROLLOUT = REPO / "playbooks" / "rollout.yml"
+ROLLBACK = REPO / "playbooks" / "rollback.yml"
+RESULTS = REPO / "bench" / "results"
+BASE = "fleetos/lab-os:1.0"
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(message):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), message), file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# the lab
+
+
+def fleetlab(*args, check=True, timeout=900):
+    proc = subprocess.run([str(FLEETLAB)] + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise BenchError("fleetlab %s failed (rc=%d): %s%s" % (
+            " ".join(map(str, args)), proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:]))
+    return proc
+
+
+def lab_info():
+    path = STATE / "lab.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def status(nodes):
+    """`fleetlab status` rows of the nodes; BenchError when the registry is down or a node is not in the lab."""
+    data = json.loads(fleetlab("status", "--json").stdout)
+    if not data.get("registry_running"):
+        raise BenchError("the lab registry is not running")
+    rows = {r["node"]: r for r in data["nodes"]}
+    missing = [n for n in nodes if n not in rows]
+    if missing:
+        raise BenchError("the lab has no nodes %s" % ", ".join(missing))
+    return {n: rows[n] for n in nodes}
+
+
+class Journal:
+    """The lab's events journal from a byte offset on (other sessions append to it too)."""
+
+    def __init__(self):
+        self.offset = JOURNAL.stat().st_size
+
+    def events(self, nodes):
+        with open(JOURNAL, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        out = []
+        for line in data.split(b"\n")[:-1]:   # complete lines only
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("node") in nodes:
+                out.append(event)
+        return out
+
+
+def blob_reads(events):
+    """{node: {"bytes": n, "reads": n, "digests": [...]}} of the blob_read events."""
+    out = {}
+    for event in events:
+        if event["event"] == "blob_read":
+            row = out.setdefault(event["node"], {"bytes": 0, "reads": 0, "digests": []})
+            row["bytes"] += int(event.get("bytes") or 0)
+            row["reads"] += 1
+            row["digests"].append(event.get("digest"))
+    return out
+
+
+def blob_bytes(events):
+    """{node: bytes} of the blob_read events."""
+    return {node: row["bytes"] for node, row in blob_reads(events).items()}
+
+
+# --------------------------------------------------------------------------
+# ansible
+
+
+def collections_path():
+    """ANSIBLE_COLLECTIONS_PATH that loads fleetos.layering from this working tree."""
+    runtime = REPO / ".build" / "runtime"
+    link = runtime / "ansible_collections" / "fleetos" / "layering"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(REPO)
+    return runtime
+
+
+def ansible_env(quiet_localhost=False):
+    """The environment of the benches' ansible-playbook runs; quiet_localhost: no warnings about an
+    implicit localhost or an inventory given as a host list (`-i localhost,`)."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_DEPRECATION_WARNINGS="False")
+    if quiet_localhost:
+        env.update(ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
+    env.update(ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_RETRY_FILES_ENABLED="False")
+    return env
+
+
+def run_playbook(argv, log_path, what, netns=False, quiet_localhost=False):
+    """Run ansible-playbook argv (in the lab's netns with netns) -> the process, with .wall (seconds) and
+    .recap ({host: counts}); the output goes to log_path; BenchError naming `what` when it fails."""
+    if netns:
+        argv = ["ip", "netns", "exec", LAB_NETNS] + argv
+    began = time.monotonic()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600,
+                          env=ansible_env(quiet_localhost), cwd=str(REPO), check=False)
+    proc.wall = time.monotonic() - began
+    log_path.write_text(proc.stdout)
+    proc.recap = {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)),
+                               "unreachable": int(m.group(4)), "failed": int(m.group(5))}
+                  for m in (RECAP.match(line) for line in proc.stdout.splitlines()) if m}
+    if proc.returncode != 0:
+        raise BenchError("%s failed (rc=%d); log: %s\n%s" % (what, proc.returncode, log_path, proc.stdout[-3000:]))
+    return proc
+
+
+def write_inventory(path, pools, parent=None):
+    """An inventory of bench nodes only, with the host vars of the lab's inventory (LAB_INVENTORY).
+
+    pools: {group: (group vars, node names)}, in that order; parent: a group holding those groups
+    (None: they are children of all)."""
+    hosts, allvars = read_hosts(LAB_INVENTORY)
+    groups = {group: {"vars": group_vars, "hosts": {name: hosts[name] for name in names}}
+              for group, (group_vars, names) in pools.items()}
+    if parent:
+        groups = {parent: {"children": groups}}
+    inventory = {"all": {"vars": allvars, "children": groups}}
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+
+
+# --------------------------------------------------------------------------
+# a bench's run
+
+
+def bench_parser(doc, count):
+    """The argument parser of a bench (description: the first line of doc) with --nodes and --count (default count)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--nodes", default=None,
+                        help="comma-separated lab nodes (default: --count nodes of the bench's own, fleetlab claim)")
+    parser.add_argument("--count", type=int, default=count, help="how many nodes to claim without --nodes (%d)" % count)
+    return parser
+
+
+def bench_nodes(nodes, claim, *claim_args):
+    """The nodes of --nodes (comma-separated) or, without it, the bench's own: `fleetlab claim CLAIM ...`
+    (the same ones on every run, no test's nodes among them)."""
+    if nodes:
+        return [n.strip() for n in nodes.split(",") if n.strip()]
+    return json.loads(fleetlab("claim", claim, *claim_args, "--json").stdout)
+
+
+def slow_boot(nodes, boot_delay, on):
+    """Delay every boot of the nodes by boot_delay seconds (fleetlab fault NODE slow-boot), or clear the faults."""
+    for node in nodes:
+        if on and boot_delay > 0:
+            fleetlab("fault", node, "slow-boot", boot_delay)
+        else:
+            fleetlab("fault", node, "clear")
+
+
+def best_effort(*steps):
+    """Run every step -> the problems (the text of each exception)."""
+    problems = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - report every cleanup problem
+            problems.append(str(exc))
+    return problems
+
+
+def run_bench(bench, name, show, cleanup, logs="logs"):
+    """bench.run(), then cleanup() -> [problems] whatever happened; with figures, write them to
+    bench/results/NAME-<stamp>.json and show() them; errors and cleanup problems to stderr -> exit status."""
+    result, error = None, None
+    try:
+        result = bench.run()
+    except (BenchError, subprocess.TimeoutExpired) as exc:
+        error = str(exc)
+    except Exception:  # noqa: BLE001 - a bug in the bench: clean up, then show it
+        import traceback
+        error = traceback.format_exc()
+    finally:
+        problems = cleanup()
+    if result:
+        result["cleanup_problems"] = problems
+        path = RESULTS / ("%s-%s.json" % (name, bench.stamp))
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        show(result)
+        print("json    : %s (%s: %s)" % (path.relative_to(REPO), logs, bench.run_dir.relative_to(REPO)))
+    if error:
+        print("bench/%s.py: error: %s" % (name, error), file=sys.stderr)
+    for problem in problems:
+        print("bench/%s.py: cleanup: %s" % (name, problem), file=sys.stderr)
+    return 1 if error or problems else 0
