@@ -49,7 +49,7 @@ demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll 
 test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules and playbooks on the lab
 	$(FLEETLAB) down
 	@cd $(REPO_ROOT); rc=0; \
-	FLEETLAB_DOWN_TEST=1 $(VENV_BIN)/python -m pytest -p no:cacheprovider tests/lab || rc=$$?; \
+	FLEETLAB_DOWN_TEST=1 $(VENV_BIN)/python -m pytest -p no:cacheprovider --durations=25 tests/lab || rc=$$?; \
 	if (( rc == 5 )); then \
 		echo "test-lab: FAILED: no lab tests collected under tests/lab" >&2; \
 		exit 1; \

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,9 @@ class Lab:
         self.state = STATE
         self.started_here = False
         self.is_up = False
+        self._journal_file = None
+        self._journal_offset = 0
+        self._journal_records = []
 
     def fleetlab(self, *args, check=True, timeout=600):
         proc = subprocess.run([str(FLEETLAB)] + [str(a) for a in args], stdout=subprocess.PIPE,
@@ -128,9 +132,27 @@ class Lab:
         return self.wait_up(node, timeout, not_boot_id=before)
 
     def journal(self, event=None):
+        """The lab's events journal, oldest first (``event``: only events of that kind).
+
+        Read incrementally: the records parsed so far are kept and only the lines appended
+        since the last call are parsed (the tests poll it while a rollout runs); a journal
+        that was replaced or truncated (the lab taken down and up again) is read anew."""
         path = self.state / "journal.jsonl"
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [r for r in records if event is None or r.get("event") == event]
+        with path.open("rb") as handle:
+            st = os.fstat(handle.fileno())
+            # Same file: same inode and same first record (an inode can be reused).
+            ident = (st.st_dev, st.st_ino, handle.read(128))
+            if ident != self._journal_file or st.st_size < self._journal_offset:
+                self._journal_file, self._journal_offset, self._journal_records = ident, 0, []
+            if st.st_size > self._journal_offset:
+                handle.seek(self._journal_offset)
+                data = handle.read()
+                # Only whole lines: a line being appended right now is read on the next call.
+                end = data.rfind(b"\n") + 1
+                self._journal_records.extend(json.loads(line) for line in data[:end].decode().splitlines()
+                                             if line.strip())
+                self._journal_offset += end
+        return [r for r in self._journal_records if event is None or r.get("event") == event]
 
     def rpm_ostree_status(self, node):
         return json.loads(self.exec(node, ["rpm-ostree", "status", "--json"]).stdout)
@@ -162,6 +184,17 @@ class Lab:
         have = len(self.info["nodes"]) if (self.state / "lab.json").exists() else 0
         self.fleetlab("up", "--nodes", max(NODES, have))
         self.is_up = True
+
+
+@pytest.fixture(scope="session")
+def rollout_image(lab):
+    """The image the rollout tests roll out (test_rollout, test_rollout_failures, test_resume:
+    fixture ``fleet``): the base image plus 2 MB, built once a session. Every test leaves its
+    nodes booted on the base image again, so each can roll the same image out."""
+    tag = uuid.uuid4().hex[:8]
+    digest = lab.build_image("fleetos/rollout-test:%s" % tag, "--from", "fleetos/lab-os:1.0", "--size-mb", "2",
+                             "--version", "rollout-%s" % tag)
+    return {"tag_image": "%s/fleetos/rollout-test:%s" % (lab.registry, tag), "digest": digest}
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ node01-node04. Every test leaves its nodes booted on the lab's base image.
 
 import json
 import time
-import uuid
 
 import pytest
 import yaml
@@ -23,14 +22,14 @@ ROLLBACK = REPO / "playbooks" / "rollback.yml"
 
 
 @pytest.fixture(scope="module")
-def fleet(lab):
+def fleet(lab, rollout_image):
+    """node05-node10 up with no fault, and the image to roll out: conftest's rollout_image,
+    built once for test_rollout, test_rollout_failures and test_resume (each test leaves
+    its nodes on the base image, so the same image is a change for each)."""
     lab.fleetlab("up", "--nodes", "10")
     for node in NODES:
         lab.fleetlab("fault", node, "clear")
-    tag = uuid.uuid4().hex[:8]
-    digest = lab.build_image("fleetos/rollout-test:%s" % tag, "--from", "fleetos/lab-os:1.0", "--size-mb", "2",
-                             "--version", "rollout-%s" % tag)
-    return {"tag_image": "%s/fleetos/rollout-test:%s" % (lab.registry, tag), "digest": digest}
+    return dict(rollout_image)
 
 
 def _inventory(lab, path):
@@ -49,10 +48,10 @@ class Fleet:
         self.tmp = tmp_path
         self.inventory = _inventory(lab, tmp_path / "hosts.yml")
 
-    def play(self, playbook, *extra, report="report", check=True):
+    def play(self, playbook, *extra, report="report", check=True, inventory=None):
         start = len(self.lab.journal())
         began = time.time()
-        proc = _run(self.lab, self.inventory, playbook, "--forks", "20",
+        proc = _run(self.lab, inventory or self.inventory, playbook, "--forks", "20",
                     "-e", "fleetos_report_dir=%s" % (self.tmp / report), *extra, check=check)
         proc.wall = time.time() - began
         proc.events = self.lab.journal()[start:]
@@ -70,13 +69,30 @@ class Fleet:
         return [d for d in status["deployments"] if d.get("staged")]
 
     def restore(self, digest):
-        """Back to the base image: cancel staged deployments, roll back hosts on digest."""
+        """Back to the base image: cancel staged deployments, roll back hosts on digest.
+
+        The rollback runs on an inventory of its own: the same hosts in one pool whose budget
+        is all of them, so every host is rolled back in one wave (what a test checks is the
+        rollout before it; the restore only has to get every host back, which is asserted)."""
         for node in NODES:
             self.lab.fleetlab("fault", node, "clear")
-        self.play(ROLLBACK, "-e", "fleetos_rollback_from=%s" % digest, report="restore")
+        self.play(ROLLBACK, "-e", "fleetos_rollback_from=%s" % digest, report="restore",
+                  inventory=self._restore_inventory())
         for node in NODES:
-            assert self.booted(node) == self.lab.base_digest, node
-            assert not self.staged(node), node
+            # booted() and staged() from one status read.
+            deployments = self.lab.rpm_ostree_status(node)["deployments"]
+            booted = [d for d in deployments if d.get("booted")][0]
+            assert booted.get("container-image-reference-digest") == self.lab.base_digest, node
+            assert not [d for d in deployments if d.get("staged")], node
+
+    def _restore_inventory(self):
+        """Our inventory's hosts in one pool, budget: every host (one wave)."""
+        hosts, allvars = read_hosts(self.inventory)
+        path = self.tmp / "restore-hosts.yml"
+        path.write_text(yaml.safe_dump({"all": {"vars": allvars, "children": {"restore": {
+            "vars": {"fleetos_pool": "restore", "fleetos_pool_max_unavailable": len(hosts)},
+            "hosts": hosts}}}}, sort_keys=False))
+        return path
 
 
 def _run(lab, inventory, playbook, *extra, check=True):

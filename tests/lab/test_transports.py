@@ -107,7 +107,7 @@ def _wait(lab, node, reference, timeout=90):
             booted = _deployment(json.loads(proc.stdout), "booted")
             if booted and booted.get("container-image-reference") == reference:
                 return
-        time.sleep(1)
+        time.sleep(0.2)
     raise AssertionError("%s did not come back on %s" % (node, reference))
 
 
