@@ -275,6 +275,7 @@ blobs:
 
 import json
 import os
+import pwd
 import re
 import tempfile
 import traceback
@@ -304,7 +305,8 @@ from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
 )
 
 LAYER_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-DEFAULT_CACHE = "~/.cache/fleetos.layering/compose"
+# Under the home directory of the user the module runs as.
+DEFAULT_CACHE = (".cache", "fleetos.layering", "compose")
 # A configuration blob larger than this is not kept in the cache.
 CONFIG_CACHE_MAX = 1024 * 1024
 
@@ -415,7 +417,7 @@ class Composer:
         self.auths = credentials(output.image, auth_file=auth_file) if auth_file else None
         if self.auths is not None:
             module.no_log_values.update(self.auths.secrets())
-        cache_dir = params["layer_cache_dir"] or os.path.expanduser(DEFAULT_CACHE)
+        cache_dir = params["layer_cache_dir"] or os.path.join(pwd.getpwuid(os.getuid()).pw_dir, *DEFAULT_CACHE)
         self.cache = BlobCache(cache_dir)
         self.counts = dict(mounted=0, uploaded=0, skipped=0, read=0)
 

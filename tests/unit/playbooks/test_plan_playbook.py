@@ -128,15 +128,15 @@ def rows(report):
 
 
 def test_an_awx_exported_inventory_plans_as_the_inventory_directory(tmp_path):
-    proc, directory, _ = plan(tmp_path / "cli", {})
+    proc, directory, _markdown = plan(tmp_path / "cli", {})
     assert proc.returncode == 0, proc.stdout[-4000:]
     script = exported_inventory(tmp_path)
-    proc, exported, _ = plan(tmp_path / "awx-job", {}, sources=[script])
+    proc, exported, _markdown = plan(tmp_path / "awx-job", {}, sources=[script])
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert rows(exported) == rows(directory)
     # MachineImages decide hosts in the example: a flattened inventory that fell back to the pool
     # defaults would not give the same rows.
-    assert {source for source, _, _ in rows(directory).values()} >= {"nodeName", "selector", "pool"}
+    assert {row[0] for row in rows(directory).values()} >= {"nodeName", "selector", "pool"}
 
 
 def test_manifests_expected_where_there_are_none_fail_every_host(tmp_path):
@@ -147,7 +147,8 @@ def test_manifests_expected_where_there_are_none_fail_every_host(tmp_path):
         hostvars.pop("fleetos_machine_image", None)
     (tmp_path / "awx" / "inventory.json").write_text(json.dumps(data))
     missing = tmp_path / "project" / "machine_images"
-    proc, report, _ = plan(tmp_path / "job", {}, sources=[script], extra=["-e", "fleetos_machine_images_dir=%s" % missing])
+    proc, report, _markdown = plan(tmp_path / "job", {}, sources=[script],
+                                   extra=["-e", "fleetos_machine_images_dir=%s" % missing])
     assert proc.returncode != 0
     reason = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir), but that directory does not "
               "exist" % missing)

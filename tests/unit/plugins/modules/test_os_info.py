@@ -42,9 +42,9 @@ def _entry(image, digest, signature=None, transport="registry", checksum="c" * 6
 
 
 def _bootc(**status):
+    entries = dict({"booted": None, "staged": None, "rollback": None}, **status)
     return json.dumps({"apiVersion": "org.containers.bootc/v1", "kind": "BootcHost", "metadata": {"name": "host"},
-                       "spec": {"image": None}, "status": dict({"booted": None, "staged": None, "rollback": None},
-                                                              **status)})
+                       "spec": {"image": None}, "status": entries})
 
 
 def _rpm_ostree(reference, digest):
