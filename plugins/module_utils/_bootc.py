@@ -172,17 +172,11 @@ def origin_image(image):
 
 def origin_status(status):
     """bootc facts (:func:`parse_status`) with every deployment's image in rpm-ostree's shape."""
-    converted = {}
-    deployments = []
-    for deployment in status["deployments"]:
-        copy = dict(deployment, image=origin_image(deployment.get("image")))
-        converted[id(deployment)] = copy
-        deployments.append(copy)
-    result = dict(status, deployments=deployments)
-    for role in ("booted", "staged", "rollback"):
-        if status[role] is not None:
-            result[role] = converted[id(status[role])]
-    return result
+    def converted(deployment):
+        return dict(deployment, image=origin_image(deployment.get("image"))) if deployment is not None else None
+
+    return dict(status, deployments=[converted(d) for d in status["deployments"]],
+                **{role: converted(status[role]) for role in ("booted", "staged", "rollback")})
 
 
 def _cached_update(raw, own_digest):

@@ -19,6 +19,7 @@ import yaml
 
 from conftest import REPO, read_hosts
 from test_integration_targets import run_playbook
+from test_rollout import _journal_intervals, _max_concurrent
 
 ROLLOUT = REPO / "playbooks" / "rollout.yml"
 ROLLBACK = REPO / "playbooks" / "rollback.yml"
@@ -68,19 +69,7 @@ def booted_digest(lab, mixed, node):
 
 def max_down(events, nodes):
     """The most nodes between a reboot and their next boot at any instant, from the journal."""
-    points, pending = [], {}
-    for event in events:
-        if event.get("node") not in nodes:
-            continue
-        if event["event"] == "reboot":
-            pending[event["node"]] = float(event["ts"])
-        elif event["event"] == "boot" and event["node"] in pending:
-            points += [(pending.pop(event["node"]), 1), (float(event["ts"]), -1)]
-    now = best = 0
-    for _, step in sorted(points):
-        now += step
-        best = max(best, now)
-    return best
+    return _max_concurrent(_journal_intervals(events, nodes))
 
 
 def test_mixed_pool_rolls_out_reruns_and_rolls_back_by_each_hosts_tool(lab, mixed, tmp_path):

@@ -17,7 +17,8 @@ import uuid
 import pytest
 import yaml
 
-from conftest import REPO, VENV_BIN, collections_path
+from conftest import REPO, VENV_BIN, collections_path, read_hosts
+from test_bootc_rollout import max_down
 from test_integration_targets import run_playbook
 
 ansible_runner = pytest.importorskip("ansible_runner", reason="ansible-runner is installed by `make venv`")
@@ -43,11 +44,7 @@ def job(lab, tmp_path_factory):
     # MachineImage that binds the second node to the new image.
     directory = root / "inventory"
     (directory / "machine_images").mkdir(parents=True)
-    hosts = yaml.safe_load(lab.inventory.read_text())
-    allvars = hosts["all"]["vars"]
-    known = {}
-    for group in hosts["all"]["children"]["fleet"]["children"].values():
-        known.update(group.get("hosts") or {})
+    known, allvars = read_hosts(lab.inventory)
     (directory / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": allvars, "children": {"runner": {
         "vars": {"fleetos_pool": "runner", "fleetos_pool_image": allvars["fleetos_lab_base_image"],
                  "fleetos_pool_max_unavailable": 2},
@@ -152,11 +149,7 @@ def test_two_slices_of_one_rollout_share_the_pools_budget_through_fleetlock(lab,
     budget in its inventory; FleetLock (group = pool, slots = budget) keeps the pool within it."""
     nodes = lab.own_nodes("test_runner_sliced", 4)
     budget = 2
-    hosts = yaml.safe_load(lab.inventory.read_text())
-    allvars = dict(hosts["all"]["vars"])
-    known = {}
-    for group in hosts["all"]["children"]["fleet"]["children"].values():
-        known.update(group.get("hosts") or {})
+    known, allvars = read_hosts(lab.inventory)
     url = allvars["fleetos_lab_fleetlock_url"]
     lab.fleetlab("fleetlock", "reset")
     lab.fleetlab("fleetlock", "slots", budget, "--group", "sliced")
@@ -180,17 +173,7 @@ def test_two_slices_of_one_rollout_share_the_pools_budget_through_fleetlock(lab,
     # Every node was activated, and at no instant were more of the pool's hosts down than its budget
     # (reboot to boot, from the journal) or holding a FleetLock slot.
     assert sorted(e["node"] for e in events if e["event"] == "reboot" and e.get("node") in nodes) == sorted(nodes)
-    points, pending = [], {}
-    for event in events:
-        if event.get("node") in nodes and event["event"] == "reboot":
-            pending[event["node"]] = float(event["ts"])
-        elif event.get("node") in nodes and event["event"] == "boot" and event["node"] in pending:
-            points += [(pending.pop(event["node"]), 1), (float(event["ts"]), -1)]
-    down = most = 0
-    for _, step in sorted(points):
-        down += step
-        most = max(most, down)
-    assert 1 <= most <= budget
+    assert 1 <= max_down(events, nodes) <= budget
     locks = [e for e in events if e["event"] == "fleetlock_lock" and e.get("group") == "sliced"]
     assert len(locks) >= len(nodes) and max(len(e["holders"]) for e in locks) <= budget
     lab.fleetlab("fleetlock", "reset")
