@@ -47,6 +47,12 @@ def layered_image_lock(results, images, previous=None, lock_path=None):
         raise AnsibleFilterError(exc.msg) from None
 
 
+def layered_image_lock_read(path):
+    """Filter: the lock a rollout reads (fleetos_rollout_lock), once: ``{path, document, error}``, or None
+    without a path; never raised (see layered_image_lock_read.yml)."""
+    return _layered.lock_record(path)
+
+
 def layered_image_status(rows, inspections=None):
     """Filter: without ``inspections``, the booted images of fleet status rows once each (what to inspect);
     with them, the rows with ``layers``, the layers each host's booted image records (see layered_image_status.yml)."""
@@ -62,4 +68,5 @@ class FilterModule:
 
     def filters(self):
         return {"layered_image_load": layered_image_load, "layered_image_compositions": layered_image_compositions,
-                "layered_image_lock": layered_image_lock, "layered_image_status": layered_image_status}
+                "layered_image_lock": layered_image_lock, "layered_image_lock_read": layered_image_lock_read,
+                "layered_image_status": layered_image_status}

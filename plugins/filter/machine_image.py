@@ -44,13 +44,13 @@ def machine_image_manifests(contents, names):
 
 
 def resolve_machine_image(machine_images, host, labels=None, pool_image=None, defined_vars=None,
-                          pool_pull_secret=None, pool_transport=None):
+                          pool_pull_secret=None, pool_transport=None, pool_layered_image=None):
     """Filter: the MachineImage assignment of one host (see resolve_machine_image.yml)."""
     try:
         names = None if defined_vars is None else frozenset(defined_vars)
         return MachineImageSet(machine_images).resolve(
             host, labels, pool_image=pool_image, defined_vars=names,
-            pool_pull_secret=pool_pull_secret, pool_transport=pool_transport)
+            pool_pull_secret=pool_pull_secret, pool_transport=pool_transport, pool_layered_image=pool_layered_image)
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 

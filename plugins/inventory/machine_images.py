@@ -22,6 +22,8 @@ description:
     the new variable.
   - This source must come after the sources that define the hosts, their labels and their pools
     (give it last with C(-i), or name it so that it sorts after them in an inventory directory).
+  - A C(MachineImage) may name a C(LayeredImage) (C(spec.layeredImage)) instead of an image; its result then has
+    C(layered_image) and no image.
   - An invalid manifest, a conflict (two objects matching one host at the same level), an image
     without digest and without C(spec.allowTag), or a missing pull secret variable fail the source
     with a message naming the file, the document, the object and the field.
@@ -55,6 +57,14 @@ options:
     description: Variable (usually a group variable) holding the pool default image.
     type: string
     default: fleetos_pool_image
+  pool_layered_image_var:
+    description:
+      - Variable (usually a group variable) naming the LayeredImage of the pool default, instead of an image;
+        the host's result then has C(layered_image) and the planner takes its composed digest from the lock
+        (C(fleetos_rollout_lock)). A host with both this and the pool image fails the source.
+    type: string
+    default: fleetos_pool_layered_image
+    version_added: 0.2.0
   pool_pull_secret_var:
     description: Variable naming the variable that holds the pull secret of the pool default image.
     type: string
@@ -157,6 +167,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                     pool_image=hostvars.get(self.get_option("pool_image_var")),
                     defined_vars=frozenset(hostvars) if self.get_option("check_pull_secrets") else None,
                     pool_pull_secret=hostvars.get(self.get_option("pool_pull_secret_var")),
+                    pool_layered_image=hostvars.get(self.get_option("pool_layered_image_var")),
                 )
             except FleetosError as exc:
                 raise AnsibleParserError(exc.msg) from None

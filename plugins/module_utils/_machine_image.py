@@ -9,7 +9,7 @@
 
 Precedence: an object whose ``spec.nodeName`` names the node, then an object whose
 ``spec.nodeSelector`` selects the node's labels, then the pool default
-(``fleetos_pool_image``). Two matches at the same level are an error naming the
+(``fleetos_pool_image``, or ``fleetos_pool_layered_image``). Two matches at the same level are an error naming the
 host and both objects, never a silent pick. The result depends only on the set of
 objects and labels, never on their order.
 
@@ -21,6 +21,10 @@ Images and transports (``spec.image``, ``spec.transport``, ``fleetos_pool_image`
 ``fleetos_pool_transport``) are read by ``_image_ref``, the collection's one grammar:
 an image is a plain ``registry/repository@sha256:<64 hex>`` (a ``docker://`` prefix is
 accepted and dropped; an rpm-ostree transport belongs in ``spec.transport``).
+
+Instead of an image, an object (``spec.layeredImage``) or a pool (``fleetos_pool_layered_image``)
+may name a LayeredImage: the assignment then carries ``layered_image`` (its name) and no image;
+the planner (``plugin_utils/_plan.py``) takes the composed digest from the lock compose.yml wrote.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ DEFINED_IN_ANNOTATION = "fleetos.io/defined-in"
 DEFAULT_TRANSPORT = _image_ref.DEFAULT_TRANSPORT
 SOURCES = ("nodeName", "selector", "pool")
 
-_SPEC_KEYS = ("image", "nodeName", "nodeSelector", "pullSecret", "transport", "paused", "allowTag")
+_SPEC_KEYS = ("image", "layeredImage", "nodeName", "nodeSelector", "pullSecret", "transport", "paused", "allowTag")
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _METADATA_KEYS = ("name", "labels", "annotations")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -56,15 +60,16 @@ def group_name(name):
 class MachineImage:
     """One validated MachineImage."""
 
-    __slots__ = ("name", "defined_in", "image", "digest", "node_name", "selector", "pull_secret",
+    __slots__ = ("name", "defined_in", "image", "digest", "layered_image", "node_name", "selector", "pull_secret",
                  "transport", "paused", "allow_tag")
 
     def __init__(self, name, defined_in, spec, selector, ref, transport):
         self.name = name
         self.defined_in = defined_in
-        # The plain image as parsed: a docker:// prefix is dropped.
-        self.image = ref.image
-        self.digest = ref.digest
+        # The plain image as parsed: a docker:// prefix is dropped; None for a LayeredImage.
+        self.image = ref.image if ref is not None else None
+        self.digest = ref.digest if ref is not None else None
+        self.layered_image = spec.get("layeredImage")
         self.node_name = spec.get("nodeName")
         self.selector = selector
         self.pull_secret = spec.get("pullSecret")
@@ -129,6 +134,35 @@ def check_header(obj, index, kind, list_name):
     return defined_in, raw_name, prefix, fail
 
 
+def layered_image_name(value):
+    """True when ``value`` can name a LayeredImage (its metadata.name: a DNS-1123 subdomain)."""
+    return isinstance(value, str) and 0 < len(value) <= 253 and bool(_NAME_RE.match(value))
+
+
+def _check_image(spec, fail):
+    """The ImageRef of ``spec.image``, or None for a ``spec.layeredImage``; exactly one of them."""
+    image, layered = spec.get("image"), spec.get("layeredImage")
+    if image is not None and layered is not None:
+        fail("spec.image/spec.layeredImage", "are both set; give exactly one of them (an image, or the name of "
+             "a LayeredImage whose composed digest the lock gives)")
+    if layered is not None:
+        if not layered_image_name(layered):
+            fail("spec.layeredImage", "%r is not a LayeredImage name (its metadata.name, a DNS-1123 subdomain)"
+                 % (layered,))
+        return None
+    if not isinstance(image, str) or not image:
+        fail("spec.image", "must be a non-empty image reference NAME@sha256:<64 hex> (or give spec.layeredImage)")
+    ref = None
+    try:
+        ref = _image_ref.parse_image(image, transport_field="spec.transport")
+    except _image_ref.InvalidReferenceError as exc:
+        fail("spec.image", "%r %s" % (_image_ref.shown(image), exc.cause))
+    if not ref.pinned and not spec.get("allowTag", False):
+        fail("spec.image", "%r is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true "
+             "to allow a tag" % image)
+    return ref
+
+
 def validate(obj, index=0):
     """Validate one object (a dict) and return a :class:`MachineImage`.
 
@@ -138,22 +172,12 @@ def validate(obj, index=0):
     defined_in, raw_name, prefix, fail = check_header(obj, index, KIND, "machine_images")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        fail("spec", "must be a mapping with image and nodeName or nodeSelector")
+        fail("spec", "must be a mapping with image (or layeredImage) and nodeName or nodeSelector")
     only_keys(spec, _SPEC_KEYS, "spec", "a MachineImage spec", fail)
     for flag in ("paused", "allowTag"):
         if flag in spec and not isinstance(spec[flag], bool):
             fail("spec." + flag, "is %r, not true or false" % (spec[flag],))
-    image = spec.get("image")
-    if not isinstance(image, str) or not image:
-        fail("spec.image", "must be a non-empty image reference NAME@sha256:<64 hex>")
-    ref = None
-    try:
-        ref = _image_ref.parse_image(image, transport_field="spec.transport")
-    except _image_ref.InvalidReferenceError as exc:
-        fail("spec.image", "%r %s" % (_image_ref.shown(image), exc.cause))
-    if not ref.pinned and not spec.get("allowTag", False):
-        fail("spec.image", "%r is not digest-pinned (NAME@sha256:<64 hex>); set spec.allowTag: true "
-             "to allow a tag" % image)
+    ref = _check_image(spec, fail)
     has_name = spec.get("nodeName") is not None
     has_selector = spec.get("nodeSelector") is not None
     if has_name == has_selector:
@@ -240,7 +264,7 @@ class MachineImageSet:
         return found
 
     def resolve(self, host, labels=None, pool_image=None, defined_vars=None, pool_pull_secret=None,
-                pool_transport=None):
+                pool_transport=None, pool_layered_image=None):
         """Return the assignment for ``host`` as a dict (see the filter's RETURN).
 
         ``defined_vars`` is a collection of variable names defined for the host; when
@@ -264,7 +288,7 @@ class MachineImageSet:
                 host=host, objects=[m.name for m in matches])
         if matches:
             return self._from_object(host, level, matches[0], defined_vars)
-        return self._from_pool(host, pool_image, defined_vars, pool_pull_secret, pool_transport)
+        return self._from_pool(host, pool_image, defined_vars, pool_pull_secret, pool_transport, pool_layered_image)
 
     @staticmethod
     def _from_object(host, level, image, defined_vars):
@@ -284,6 +308,7 @@ class MachineImageSet:
             "name": image.name,
             "image": image.image,
             "digest": image.digest,
+            "layered_image": image.layered_image,
             "pull_secret": image.pull_secret,
             "transport": image.transport,
             "paused": image.paused,
@@ -292,18 +317,20 @@ class MachineImageSet:
         }
 
     @staticmethod
-    def _from_pool(host, pool_image, defined_vars, pool_pull_secret, pool_transport):
+    def _from_pool(host, pool_image, defined_vars, pool_pull_secret, pool_transport, pool_layered_image=None):
         ref = transport = None
-        if pool_image is not None:
-            try:
-                ref = _image_ref.parse_image(pool_image, transport_field="fleetos_pool_transport")
-            except _image_ref.InvalidReferenceError as exc:
-                raise InvalidInputError("host %s: fleetos_pool_image %r %s" % (host, _image_ref.shown(pool_image), exc.cause),
-                                        field="fleetos_pool_image", host=host) from None
-            if not ref.pinned:
+        if pool_layered_image is not None:
+            if pool_image is not None:
                 raise InvalidInputError(
-                    "host %s: fleetos_pool_image %r is not digest-pinned (NAME@sha256:<64 hex>)"
-                    % (host, pool_image), field="fleetos_pool_image", host=host)
+                    "host %s: fleetos_pool_image and fleetos_pool_layered_image are both set; give the pool exactly "
+                    "one of them" % host, field="fleetos_pool_layered_image", host=host)
+            if not layered_image_name(pool_layered_image):
+                raise InvalidInputError(
+                    "host %s: fleetos_pool_layered_image %r is not a LayeredImage name (its metadata.name, a DNS-1123 "
+                    "subdomain)" % (host, pool_layered_image), field="fleetos_pool_layered_image", host=host)
+        if pool_image is not None or pool_layered_image is not None:
+            if pool_image is not None:
+                ref = _pool_image_ref(host, pool_image)
             try:
                 transport = _image_ref.parse_transport(pool_transport, field="fleetos_pool_transport")
             except _image_ref.InvalidReferenceError as exc:
@@ -313,7 +340,9 @@ class MachineImageSet:
                 raise InvalidInputError(
                     "host %s: fleetos_pool_pull_secret names the variable '%s', which is not defined for the host"
                     % (host, pool_pull_secret), field="fleetos_pool_pull_secret", host=host)
-            reason = "no MachineImage names or selects %s; the pool default fleetos_pool_image applies" % host
+            reason = "no MachineImage names or selects %s; the pool default %s applies" % (
+                host, "fleetos_pool_image" if pool_image is not None else
+                "fleetos_pool_layered_image (LayeredImage '%s')" % pool_layered_image)
         else:
             reason = "no MachineImage names or selects %s and fleetos_pool_image is not set" % host
         return {
@@ -321,9 +350,24 @@ class MachineImageSet:
             "name": None,
             "image": ref.image if ref is not None else None,
             "digest": ref.digest if ref is not None else None,
-            "pull_secret": pool_pull_secret if pool_image is not None else None,
+            "layered_image": pool_layered_image,
+            "pull_secret": pool_pull_secret if ref is not None or pool_layered_image is not None else None,
             "transport": transport.text if transport is not None else None,
             "paused": False,
             "defined_in": None,
             "reason": reason,
         }
+
+
+def _pool_image_ref(host, pool_image):
+    """The ImageRef of a pool's ``fleetos_pool_image``: parsed and digest-pinned, else InvalidInputError."""
+    try:
+        ref = _image_ref.parse_image(pool_image, transport_field="fleetos_pool_transport")
+    except _image_ref.InvalidReferenceError as exc:
+        raise InvalidInputError("host %s: fleetos_pool_image %r %s" % (host, _image_ref.shown(pool_image), exc.cause),
+                                field="fleetos_pool_image", host=host) from None
+    if not ref.pinned:
+        raise InvalidInputError(
+            "host %s: fleetos_pool_image %r is not digest-pinned (NAME@sha256:<64 hex>)"
+            % (host, pool_image), field="fleetos_pool_image", host=host)
+    return ref

@@ -280,6 +280,49 @@ def pinned_image(document, name, where="the lock"):
     raise FleetosError("%s has no LayeredImage '%s'; it has: %s" % (where, name, known))
 
 
+def lock_record(path):
+    """The lock a rollout reads (``fleetos_rollout_lock``), read once: ``{path, document, error}``, or None
+    without a path. Never raises: a lock that does not exist or does not parse is ``error`` (one clause),
+    and only the hosts that name a LayeredImage fail on it (plugin_utils/_plan.py)."""
+    if path is None or path == "":
+        return None
+    if not isinstance(path, str):
+        return {"path": str(path), "document": None,
+                "error": "fleetos_rollout_lock must be the path of a lock file, got %s" % type(path).__name__}
+    try:
+        return {"path": path, "document": read_lock_file(path), "error": None}
+    except FleetosError as exc:
+        return {"path": path, "document": None, "error": exc.msg[0].lower() + exc.msg[1:]}
+
+
+def locked_image(lock, name, field):
+    """What the lock pins for the LayeredImage ``name`` that ``field`` names (a MachineImage's
+    ``spec.layeredImage`` or ``fleetos_pool_layered_image``): -> ``{name, lock, image, digest, base:
+    {name, version, digest}, layers: [{name, version, digest}], summary}``. ``lock`` is a
+    :func:`lock_record` or None; raises InvalidInputError naming ``field`` when there is no lock,
+    the lock cannot be read, or it has no such LayeredImage."""
+    if lock is None:
+        raise InvalidInputError("%s names the LayeredImage '%s', but no lock is given: set fleetos_rollout_lock to the "
+                                "layered-images.lock.yml compose.yml wrote" % (field, name), field=field)
+    if lock.get("error"):
+        raise InvalidInputError("%s names the LayeredImage '%s', but fleetos_rollout_lock cannot be used: %s"
+                                % (field, name, str(lock["error"]).rstrip(".")), field=field)
+    document = lock["document"]
+    entry = next((e for e in document["images"] if e["name"] == name), None)
+    if entry is None:
+        known = ", ".join(sorted(e["name"] for e in document["images"])) or "none"
+        raise InvalidInputError("%s names the LayeredImage '%s', which the lock %s does not have (it has: %s); "
+                                "compose it with compose.yml first" % (field, name, lock["path"], known), field=field)
+    base = entry.get("base") if isinstance(entry.get("base"), dict) else {}
+    layers = [layer for layer in entry.get("layers") or [] if isinstance(layer, dict)]
+    summary = ", ".join(["base %s" % _version(base)] + ["%s %s" % (layer.get("name"), _version(layer)) for layer in layers])
+    return {"name": name, "lock": lock["path"], "image": entry["image"], "digest": entry["digest"],
+            "base": {"name": base.get("name"), "version": base.get("version"), "digest": base.get("digest")},
+            "layers": [{"name": layer.get("name"), "version": layer.get("version"), "digest": layer.get("digest")}
+                       for layer in layers],
+            "summary": summary}
+
+
 def _version(record):
     version = record.get("version")
     return str(version) if version not in (None, "") else (record.get("digest") or "?")[7:19]

@@ -9,7 +9,8 @@
 
 One pure function, :func:`host_plan`, decides for every playbook (plan, rollout,
 rollback's report, adopt): which image a host gets (its MachineImage or pool default,
-else the playbook's fallback image), which digest a tag means (from the manifest-only
+else the playbook's fallback image; for a MachineImage or pool that names a LayeredImage, the
+composed digest the lock pins, ``fleetos_rollout_lock``), which digest a tag means (from the manifest-only
 resolution ``fleetos.layering.os_image_pull state=resolved`` made once per image), which
 transport stages it (exactly as asked: never weakened), and the action:
 
@@ -46,6 +47,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import In
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
+from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import locked_image
 
 ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "verify", "error")
 DEFAULT_POOL = "default"
@@ -142,7 +144,7 @@ def short_digest(value):
 
 def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
               resolutions=None, status=None, inspections=None, labels=None, error=None,
-              fallback_variable=FALLBACK_VARIABLE):
+              fallback_variable=FALLBACK_VARIABLE, lock=None):
     """Decide what ``host`` must do; -> the plan record (see plugins/filter/rollout_plan.yml).
 
     ``assignment`` is the ``machine_image_result`` of the host (role
@@ -153,6 +155,10 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     names the image it wants (``wanted``) and decides nothing. ``status`` is the host's
     fleetos.layering.os_info (or rpm_ostree_info) result, or None when the host was not read.
     ``error`` records a host whose planning failed before (its message is the reason).
+    ``lock`` is the lock ``fleetos_rollout_lock`` names, read once (``_layered.lock_record``), or
+    None: an assignment that names a LayeredImage (``layered_image``) wants the composed image the
+    lock pins, and the record's ``layered`` says which (base version, each layer's name and
+    version, the composed digest); without a lock, or when the lock lacks it, the host is ``error``.
     """
     assignment = assignment if isinstance(assignment, dict) else {}
     pool = pool or DEFAULT_POOL
@@ -166,7 +172,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         "old_digest": None, "booted_digest": None, "booted_image": None, "booted_checksum": None,
         "staged_digest": None, "staged_image": None, "staged_checksum": None, "commit": None,
         "status_read": isinstance(status, dict), "backend": None, "up_to_date": None, "action": None, "reason": None,
-        "origin_set": {}, "origin_remove": [],
+        "origin_set": {}, "origin_remove": [], "layered": None,
     }
     if error is not None:
         plan.update(source="error", action="error", paused=False,
@@ -188,6 +194,15 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     wanted = assignment.get("image")
     reason = assignment.get("reason") or ""
     transport_text = assignment.get("transport")
+    if assignment.get("layered_image"):
+        try:
+            plan["layered"] = locked_image(lock, assignment["layered_image"], _layered_field(assignment))
+        except InvalidInputError as exc:
+            plan.update(action="error", reason=exc.msg)
+            return plan
+        wanted = plan["layered"]["image"]
+        reason = "%s; LayeredImage '%s' (%s) from the lock %s" % (
+            reason, plan["layered"]["name"], plan["layered"]["summary"], plan["layered"]["lock"])
     if not wanted and fallback_image and not assignment.get("paused"):
         wanted, transport_text = fallback_image, fallback_transport
         plan["source"] = fallback_variable
@@ -209,6 +224,13 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
                           else "MachineImage is paused: %s" % reason)
     return plan
+
+
+def _layered_field(assignment):
+    """How a plan error names the field that asked for a LayeredImage."""
+    if assignment.get("name"):
+        return "spec.layeredImage of MachineImage '%s' (%s)" % (assignment["name"], assignment.get("defined_in"))
+    return "fleetos_pool_layered_image"
 
 
 def _decide(plan, wanted, transport_text, reason, resolutions, inspections, booted, staged, status):

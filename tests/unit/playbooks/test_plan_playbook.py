@@ -155,3 +155,57 @@ def test_manifests_expected_where_there_are_none_fail_every_host(tmp_path):
     assert report["manifest_errors"] == [reason]
     assert {row["host"]: (row["action"], row["reason"]) for row in report["hosts"]} == {
         host: ("error", reason) for host in HOSTS}
+
+
+LOCKED = "sha256:" + "4" * 64
+LOCK = """apiVersion: fleetos.io/v1alpha1
+kind: LayeredImageLock
+images:
+- name: worker
+  image: registry.example.com/os/worker@%s
+  digest: %s
+  base: {image: registry.example.com/os/base:9.6, name: registry.example.com/os/base, digest: sha256:%s, version: '9.6'}
+  layers:
+  - {name: kubelet, repository: registry.example.com/os/kubelet, digest: sha256:%s, version: 1.31.5}
+  - {name: ovs, repository: registry.example.com/os/ovs, digest: sha256:%s, version: '3.4'}
+""" % (LOCKED, LOCKED, "5" * 64, "6" * 64, "7" * 64)
+LAYERED = """apiVersion: fleetos.io/v1alpha1
+kind: MachineImage
+metadata: {name: web-01-worker}
+spec: {layeredImage: worker, nodeName: web-01}
+---
+apiVersion: fleetos.io/v1alpha1
+kind: MachineImage
+metadata: {name: edge-01-infra}
+spec: {layeredImage: infra, nodeName: edge-01}
+"""
+
+
+def test_a_layered_image_is_planned_from_the_lock_or_named_as_the_error(tmp_path):
+    lock = tmp_path / "layered-images.lock.yml"
+    lock.write_text(LOCK)
+    proc, report, markdown = plan(tmp_path / "with", {"layered.yaml": LAYERED},
+                                  extra=["-e", "fleetos_rollout_lock=%s" % lock])
+    assert proc.returncode != 0  # edge-01 names a LayeredImage the lock lacks
+    by_host = {row["host"]: row for row in report["hosts"]}
+    web = by_host["web-01"]
+    assert (web["source"], web["name"], web["wanted"], web["digest"]) == (
+        "nodeName", "web-01-worker", "registry.example.com/os/worker@" + LOCKED, LOCKED)
+    assert web["layered"]["summary"] == "base 9.6, kubelet 1.31.5, ovs 3.4"
+    assert "| web-01 |" in markdown and "| worker: base 9.6, kubelet 1.31.5, ovs 3.4 | %s |" % LOCKED in markdown
+    assert "layered: worker (base 9.6, kubelet 1.31.5, ovs 3.4) %s" % LOCKED in proc.stdout
+    assert (by_host["edge-01"]["action"], by_host["edge-01"]["reason"]) == (
+        "error", "spec.layeredImage of MachineImage 'edge-01-infra' (machine_images/layered.yaml document 2) names "
+                 "the LayeredImage 'infra', which the lock %s does not have (it has: worker); compose it with "
+                 "compose.yml first" % lock)
+    # Every other host is planned as before.
+    assert [row["host"] for row in report["hosts"] if row["action"] == "error"] == ["edge-01"]
+
+    proc, report, _markdown = plan(tmp_path / "without", {"layered.yaml": LAYERED})
+    assert proc.returncode != 0
+    reasons = {row["host"]: row["reason"] for row in report["hosts"] if row["action"] == "error"}
+    assert sorted(reasons) == ["edge-01", "web-01"]
+    assert reasons["web-01"] == (
+        "spec.layeredImage of MachineImage 'web-01-worker' (machine_images/layered.yaml document 1) names the "
+        "LayeredImage 'worker', but no lock is given: set fleetos_rollout_lock to the layered-images.lock.yml "
+        "compose.yml wrote")

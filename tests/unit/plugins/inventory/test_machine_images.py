@@ -85,6 +85,10 @@ spec: {image: "r/os@%s", nodeName: edge-01, pullSecret: no_such_variable}
                          "variable 'no_such_variable', which is not defined for host edge-01"),
         ("apiVersion: fleetos.io/v1alpha1\nkind: MachineImage\nmetadata: {name: t}\nspec: {image: r/os:1, nodeName: x}\n",
          "machine_images/zz.yaml document 1 (MachineImage 't'): spec.image 'r/os:1' is not digest-pinned"),
+        ("apiVersion: fleetos.io/v1alpha1\nkind: MachineImage\nmetadata: {name: t}\n"
+         "spec: {image: \"r/os@%s\", layeredImage: worker, nodeName: x}\n" % DIGEST,
+         "machine_images/zz.yaml document 1 (MachineImage 't'): spec.image/spec.layeredImage are both set; give "
+         "exactly one of them"),
     ],
 )
 def test_invalid_manifests_fail_the_source(tmp_path, extra, message):
@@ -98,3 +102,20 @@ def test_invalid_manifests_fail_the_source(tmp_path, extra, message):
     proc = inventory(tmp_path / "hosts.yml", tmp_path / "machine_images.yml")
     assert proc.returncode != 0
     assert message in " ".join(proc.stderr.split()), proc.stderr
+
+
+def test_a_machine_image_and_a_pool_may_name_a_layered_image(tmp_path):
+    (tmp_path / "machine_images").mkdir()
+    (tmp_path / "machine_images" / "worker.yaml").write_text(
+        "apiVersion: fleetos.io/v1alpha1\nkind: MachineImage\nmetadata: {name: gpu}\n"
+        "spec: {layeredImage: worker-gpu, nodeName: n1}\n")
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  children:\n    workers:\n      vars: {fleetos_pool_layered_image: worker}\n"
+        "      hosts: {n1: {}, n2: {}}\n")
+    (tmp_path / "machine_images.yml").write_text("plugin: fleetos.layering.machine_images\n")
+    proc = inventory(tmp_path / "hosts.yml", tmp_path / "machine_images.yml")
+    assert proc.returncode == 0, proc.stderr
+    hostvars = plain(json.loads(proc.stdout)["_meta"]["hostvars"])
+    results = {host: hostvars[host]["fleetos_machine_image"] for host in ("n1", "n2")}
+    assert {host: (r["source"], r["name"], r["image"], r["layered_image"]) for host, r in results.items()} == {
+        "n1": ("nodeName", "gpu", None, "worker-gpu"), "n2": ("pool", None, None, "worker")}

@@ -70,6 +70,7 @@ def test_result_fields():
         "name": "web",
         "image": "reg/web@" + D2,
         "digest": D2,
+        "layered_image": None,
         "pull_secret": "sec",
         "transport": "ostree-remote-image:fedora",
         "paused": True,
@@ -89,6 +90,53 @@ def test_result_fields():
 def test_pool_default(pool_image, image, digest, reason):
     result = MachineImageSet([]).resolve("n1", {}, pool_image=pool_image)
     assert (result["source"], result["image"], result["digest"], result["reason"]) == ("pool", image, digest, reason)
+
+
+@pytest.mark.parametrize(
+    ("objects", "pool_image", "pool_layered", "expected"),
+    [
+        # An object naming a LayeredImage: no image, the name for the planner's lock.
+        ([mi("web", selector=WEB, image=None, layeredImage="worker", pullSecret="sec")], None, None,
+         ("selector", "web", None, "worker", "sec")),
+        # It beats a pool default, image or LayeredImage alike.
+        ([mi("web", selector=WEB, image=None, layeredImage="worker")], POOL, None,
+         ("selector", "web", None, "worker", None)),
+        ([mi("web", selector=WEB)], None, "pool-worker", ("selector", "web", "reg/os@" + D1, None, None)),
+        # The pool's LayeredImage, with the pool's pull secret.
+        ([], None, "pool-worker", ("pool", None, None, "pool-worker", "pool_sec")),
+        ([mi("web", selector=WEB, image=None, layeredImage="worker")], None, "pool-worker",
+         ("pool", None, None, "pool-worker", "pool_sec")),
+    ],
+)
+def test_layered_image_assignment(objects, pool_image, pool_layered, expected):
+    labels = {"pool": "web"} if expected[1] else {"pool": "db"}
+    result = MachineImageSet(objects).resolve("n1", labels, pool_image=pool_image, pool_layered_image=pool_layered,
+                                              pool_pull_secret="pool_sec", defined_vars={"sec", "pool_sec"})
+    assert (result["source"], result["name"], result["image"], result["layered_image"],
+            result["pull_secret"]) == expected
+
+
+def test_pool_layered_image_reason():
+    result = MachineImageSet([]).resolve("n1", {}, pool_layered_image="worker")
+    assert (result["digest"], result["transport"]) == (None, "ostree-unverified-registry")
+    assert result["reason"] == ("no MachineImage names or selects n1; the pool default fleetos_pool_layered_image "
+                                "(LayeredImage 'worker') applies")
+
+
+@pytest.mark.parametrize(
+    ("pool_image", "pool_layered", "message"),
+    [
+        (POOL, "worker", "host n1: fleetos_pool_image and fleetos_pool_layered_image are both set; give the pool "
+                         "exactly one of them"),
+        (None, "Worker", "host n1: fleetos_pool_layered_image 'Worker' is not a LayeredImage name (its metadata.name, "
+                         "a DNS-1123 subdomain)"),
+        (None, 3, "host n1: fleetos_pool_layered_image 3 is not a LayeredImage name"),
+    ],
+)
+def test_pool_layered_image_refused(pool_image, pool_layered, message):
+    with pytest.raises(InvalidInputError) as caught:
+        MachineImageSet([]).resolve("n1", {}, pool_image=pool_image, pool_layered_image=pool_layered)
+    assert caught.value.msg.startswith(message) and caught.value.details["field"] == "fleetos_pool_layered_image"
 
 
 W = "machine_images/web.yaml document 2 (MachineImage 'web-canary'): "
@@ -117,6 +165,14 @@ W = "machine_images/web.yaml document 2 (MachineImage 'web-canary'): "
          "ostree-unverified-image, ostree-image-signed, ostree-remote-image:REMOTE, ostree-remote-registry:REMOTE"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, paused="yes"),
          W + "spec.paused is 'yes', not true or false"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, layeredImage="worker"),
+         W + "spec.image/spec.layeredImage are both set; give exactly one of them (an image, or the name of a "
+         "LayeredImage whose composed digest the lock gives)"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, image=None,
+            layeredImage="Worker_1"),
+         W + "spec.layeredImage 'Worker_1' is not a LayeredImage name (its metadata.name, a DNS-1123 subdomain)"),
+        (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, image=None),
+         W + "spec.image must be a non-empty image reference NAME@sha256:<64 hex> (or give spec.layeredImage)"),
         (mi("web-canary", where="machine_images/web.yaml document 2", selector=WEB, nodeselector={}),
          W + "spec.nodeselector is not a MachineImage spec field"),
         (dict(mi("Web_Canary", where="f.yaml document 1", selector=WEB)),

@@ -274,3 +274,48 @@ def test_status_reads_each_booted_digest_once():
         {"item": REG + "/os/base@" + D["b"], "failed": True, "labels": {}}]}
     assert [row["layers"] for row in _layered.status_layers(rows, inspected)] == [
         [{"name": "kubelet", "version": "1.31.5"}, {"name": "ovs", "version": None}]] * 2 + [None, None]
+
+
+def test_lock_record_reads_the_lock_once_and_never_raises(tmp_path):
+    path = tmp_path / "layered-images.lock.yml"
+    path.write_text(_layered.lock_text(lock_of(compose_result(D["d"]))))
+    record = _layered.lock_record(str(path))
+    assert (record["path"], record["error"]) == (str(path), None)
+    assert record["document"]["images"][0]["digest"] == D["d"]
+    assert _layered.lock_record(None) is None and _layered.lock_record("") is None
+    missing = _layered.lock_record(str(tmp_path / "none.yml"))
+    assert (missing["document"], missing["error"]) == (
+        None, "the lock %s does not exist; run compose.yml to write it" % (tmp_path / "none.yml"))
+    (tmp_path / "bad.yml").write_text("kind: Other\nimages: []\n")
+    assert _layered.lock_record(str(tmp_path / "bad.yml"))["error"].startswith(
+        "%s is not a LayeredImageLock" % (tmp_path / "bad.yml"))
+
+
+FIELD = "spec.layeredImage of MachineImage 'web' (machine_images/web.yaml document 1)"
+
+
+def test_locked_image_gives_the_composed_digest_and_every_input_version():
+    lock = {"path": "inv/layered-images.lock.yml", "document": lock_of(compose_result(D["d"])), "error": None}
+    assert _layered.locked_image(lock, "worker", FIELD) == {
+        "name": "worker", "lock": "inv/layered-images.lock.yml", "image": REG + "/os/worker@" + D["d"],
+        "digest": D["d"], "base": {"name": REG + "/os/base", "version": "1.0", "digest": D["b"]},
+        "layers": [{"name": "kubelet", "version": "1.31.4", "digest": D["c"]},
+                   {"name": "ovs", "version": "3.4", "digest": D["a"]}],
+        "summary": "base 1.0, kubelet 1.31.4, ovs 3.4"}
+
+
+@pytest.mark.parametrize("lock, name, message", [
+    (None, "worker", FIELD + " names the LayeredImage 'worker', but no lock is given: set fleetos_rollout_lock to "
+                             "the layered-images.lock.yml compose.yml wrote"),
+    ({"path": "x.yml", "document": None, "error": "the lock x.yml does not exist; run compose.yml to write it"},
+     "worker", FIELD + " names the LayeredImage 'worker', but fleetos_rollout_lock cannot be used: the lock x.yml "
+                       "does not exist; run compose.yml to write it"),
+    ("lock", "infra", FIELD + " names the LayeredImage 'infra', which the lock x.yml does not have (it has: worker); "
+                              "compose it with compose.yml first"),
+])
+def test_locked_image_refuses_with_one_sentence_naming_the_field(lock, name, message):
+    if lock == "lock":
+        lock = {"path": "x.yml", "document": lock_of(compose_result(D["d"])), "error": None}
+    with pytest.raises(InvalidInputError) as info:
+        _layered.locked_image(lock, name, FIELD)
+    assert (info.value.msg, info.value.details["field"]) == (message, FIELD)

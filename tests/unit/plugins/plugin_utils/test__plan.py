@@ -220,3 +220,55 @@ def test_the_platform_entry_is_chosen_as_the_modules_choose_it():
     plan = host_plan(assigned(REG + ":stable"), "node01", resolutions=resolved,
                      status=status(ON_OTHER, architecture="arm"))
     assert (plan["action"], plan["platform_digest"]) == ("stage", arm)
+
+
+LOCKED = "sha256:" + "f" * 64
+LOCK = {"path": "inv/layered-images.lock.yml", "error": None, "document": {"images": [{
+    "name": "worker", "image": REG + "-worker@" + LOCKED, "digest": LOCKED,
+    "base": {"name": REG, "version": "1.0", "digest": OTHER},
+    "layers": [{"name": "kubelet", "version": "1.31.5", "digest": INDEX}, {"name": "ovs", "version": "3.4",
+                                                                          "digest": ARM64}]}]}}
+RESOLVED_LOCKED = {"results": [{"item": REG + "-worker@" + LOCKED, "digest": LOCKED, "index": False,
+                                "image": REG + "-worker@" + LOCKED, "manifests": {}}]}
+
+
+def layered(name="worker", source="nodeName"):
+    record = dict(assigned(None), layered_image=name, source=source)
+    if source == "pool":
+        record.update(name=None, defined_in=None, reason="the pool default fleetos_pool_layered_image applies")
+    return record
+
+
+@pytest.mark.parametrize("assignment, lock, host_status, action, digest, reason", [
+    # The composed digest the lock pins, staged on a host booted on something else.
+    (layered(), LOCK, status(ON_OTHER), "stage", LOCKED, "the target is ffffffffffff (MachineImage 'mi' names "
+     "node01; LayeredImage 'worker' (base 1.0, kubelet 1.31.5, ovs 3.4) from the lock inv/layered-images.lock.yml)"),
+    # A host already booted on it is unchanged; the pool default names the LayeredImage the same way.
+    (layered(source="pool"), LOCK, status(deployment("ostree-unverified-registry:%s-worker@%s" % (REG, LOCKED),
+                                                     LOCKED, LOCKED)), "unchanged", LOCKED, "booted on ffffffffffff"),
+    # Not read: the digest is planned from the lock alone.
+    (layered(), LOCK, None, None, LOCKED, "from the lock inv/layered-images.lock.yml"),
+    (layered(), None, status(ON_OTHER), "error", None,
+     "spec.layeredImage of MachineImage 'mi' (machine_images/mi.yaml document 1) names the LayeredImage 'worker', "
+     "but no lock is given: set fleetos_rollout_lock"),
+    (layered("infra", source="pool"), LOCK, status(ON_OTHER), "error", None,
+     "fleetos_pool_layered_image names the LayeredImage 'infra', which the lock inv/layered-images.lock.yml does "
+     "not have (it has: worker)"),
+    (layered(), {"path": "x.yml", "document": None, "error": "the lock x.yml does not exist; run compose.yml to "
+                                                             "write it"}, status(ON_OTHER), "error", None,
+     "names the LayeredImage 'worker', but fleetos_rollout_lock cannot be used: the lock x.yml does not exist"),
+])
+def test_a_layered_image_is_planned_from_the_lock(assignment, lock, host_status, action, digest, reason):
+    plan = host_plan(assignment, "node01", resolutions=RESOLVED_LOCKED if host_status else None,
+                     status=host_status, lock=lock, fallback_image=REG + "@" + AMD64)
+    assert (plan["action"], plan["digest"]) == (action, digest), plan
+    assert reason in plan["reason"], plan["reason"]
+    if action != "error":
+        assert plan["image"] == REG + "-worker@" + LOCKED and plan["source"] == assignment["source"]
+        assert plan["layered"]["summary"] == "base 1.0, kubelet 1.31.5, ovs 3.4"
+        assert [(l["name"], l["version"]) for l in plan["layered"]["layers"]] == [("kubelet", "1.31.5"),
+                                                                                  ("ovs", "3.4")]
+        assert (plan["layered"]["base"]["version"], plan["layered"]["digest"]) == ("1.0", LOCKED)
+    else:
+        # Never the fallback image instead: the host asked for a LayeredImage.
+        assert plan["wanted"] is None and plan["layered"] is None
