@@ -67,5 +67,4 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         if terms:
             raise AnsibleLookupError("rollout_owner takes no terms, got %d." % len(terms))
-        self.set_options(var_options=variables, direct=kwargs)
         return [owner_of_this_run()]

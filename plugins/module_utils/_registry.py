@@ -37,8 +37,10 @@ import tempfile
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode, urljoin
+from urllib.request import HTTPSHandler, build_opener
+from urllib.request import Request as _UrlRequest
 
-from ansible.module_utils.urls import Request
+from ansible.module_utils.urls import basic_auth_header
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, is_digest
@@ -160,7 +162,6 @@ class Registry:
         if cert_dir is None and os.path.isdir(os.path.join(CERTS_D, registry)):
             cert_dir = os.path.join(CERTS_D, registry)
         self._context = ssl_context(cert_dir, validate_certs)
-        self._validate_certs = validate_certs
         self._tokens = {}  # scope key -> token
         self._basic = False  # the registry asked for Basic credentials (sent from then on, per repository)
         self._bearer = None  # the last Bearer challenge (realm, service) the registry made
@@ -175,10 +176,21 @@ class Registry:
         return self.auths.login("%s/%s" % (self.registry, repository))
 
     def _open(self, method, url, headers, data):
-        request = Request(headers=headers, use_proxy=True, timeout=self.timeout, validate_certs=self._validate_certs,
-                          http_agent="fleetos.layering", follow_redirects="urllib2", use_netrc=False)
-        return request.open(method, url, data=data, context=self._context,
-                            unredirected_headers=["Authorization"])
+        """One request with this client's TLS context; ``Authorization`` is never sent on to a redirect.
+
+        urllib directly rather than ansible-core's ``Request``: ``Request.open`` takes an
+        SSLContext only from ansible-core 2.17 on, and the client's context (the system CAs
+        plus a certificate directory's CAs and client pairs) must be the same on every
+        supported core. Proxies come from the environment, redirects are urllib's.
+        """
+        request = _UrlRequest(url, data=data, method=method)
+        for name, value in (headers or {}).items():
+            if name.lower() == "authorization":
+                request.add_unredirected_header(name, value)
+            else:
+                request.add_header(name, value)
+        request.add_header("User-Agent", "fleetos.layering")
+        return build_opener(HTTPSHandler(context=self._context)).open(request, timeout=self.timeout)
 
     def _token(self, challenge, repository, scopes):
         """A Bearer token for ``scopes`` from the token service the challenge names (cached per scopes)."""
@@ -192,13 +204,9 @@ class Registry:
         query += [("scope", scope) for scope in scopes]
         url = realm + ("&" if "?" in realm else "?") + urlencode(query)
         login = self._login(repository)
-        request = Request(timeout=self.timeout, validate_certs=self._validate_certs, http_agent="fleetos.layering",
-                          use_netrc=False)
-        kwargs = {}
-        if login:
-            kwargs = dict(url_username=login[0], url_password=login[1], force_basic_auth=True)
+        headers = {"Authorization": basic_auth_header(login[0], login[1])} if login else {}
         try:
-            response = request.open("GET", url, context=self._context, **kwargs)
+            response = self._open("GET", url, headers, None)
             document = json.loads(response.read().decode("utf-8"))
         except HTTPError as exc:
             if exc.code in (401, 403):

@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import FailJson, fake_module
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, FailJson, fake_module
 
 SPEC = dict(
     image=dict(type="str", required=True),

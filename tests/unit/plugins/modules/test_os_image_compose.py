@@ -11,8 +11,9 @@ import json
 import tarfile
 
 import pytest
+
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.fleetos.layering.plugins.modules import os_image_compose
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__registry import PASSWORD, USER, FakeRegistry, sha

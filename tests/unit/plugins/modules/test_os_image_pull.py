@@ -14,8 +14,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.fleetos.layering.plugins.modules import os_image_pull
 

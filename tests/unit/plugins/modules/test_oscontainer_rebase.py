@@ -15,9 +15,8 @@ import tarfile
 import tempfile
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, ExitJson, FailJson, fake_module
 from ansible_collections.fleetos.layering.plugins.modules import oscontainer_rebase
 
 REGISTRY = "198.51.100.1:5000"

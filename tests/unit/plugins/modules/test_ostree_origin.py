@@ -11,9 +11,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module, snapshot_dir
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, ExitJson, FailJson, fake_module, snapshot_dir
 from ansible_collections.fleetos.layering.plugins.modules import ostree_origin
 
 REFERENCE = "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:" + "f5" * 32

@@ -11,9 +11,8 @@ import os
 import stat
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module
+from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, ExitJson, FailJson, fake_module
 from ansible_collections.fleetos.layering.plugins.modules import rpm_ostree_rebase
 
 OLD = "sha256:" + "0a" * 32

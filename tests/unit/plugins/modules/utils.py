@@ -5,12 +5,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import stat
+from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core before 2.19 has no testing helper: set the arguments it reads itself.
+    @contextlib.contextmanager
+    def patch_module_args(args=None):
+        """Expose ``args`` to AnsibleModule instances created within this context (ansible-core < 2.19)."""
+        data = json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode()
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", data):
+            yield
 
 
 class ExitJson(Exception):
