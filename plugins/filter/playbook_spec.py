@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""A playbook's spec of its fleetos_ variables, and what fails it: documented in
+playbook_argument_spec.yml and playbook_variable_errors.yml."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _playbook_specs
+
+
+def playbook_argument_spec(playbook):
+    """Filter: the argument spec of a playbook's fleetos_ variables (see playbook_argument_spec.yml)."""
+    try:
+        return _playbook_specs.load_spec(playbook)
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
+def playbook_variable_errors(results, playbook):
+    """Filter: one sentence per fleetos_ variable that fails the playbook's spec (see playbook_variable_errors.yml)."""
+    if not isinstance(results, dict):
+        raise AnsibleFilterError("playbook_variable_errors needs a mapping of host to validate_argument_spec result")
+    try:
+        return _playbook_specs.variable_errors(results, playbook)
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
+class FilterModule:
+    """The fleetos_ variables of a playbook checked against its spec."""
+
+    def filters(self):
+        return {"playbook_argument_spec": playbook_argument_spec, "playbook_variable_errors": playbook_variable_errors}

@@ -1,0 +1,84 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_playbook_specs: the spec of each playbook and the sentence for each variable that fails it."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import playbook_argument_spec, playbook_variable_errors
+from ansible_collections.fleetos.layering.plugins.filter.rollout import rollout_budget
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _playbook_specs
+
+HOSTS = ["db-01", "db-02", "db-03", "web-01", "web-02", "web-03", "web-04"]
+
+
+def results(values_of):
+    """Results as validate_argument_spec registers them (failed_when: false), values per host."""
+    return {host: {"failed": False, "validate_args_context": {"playbook": "rollout", "values": values_of(host)}}
+            for host in HOSTS}
+
+
+def test_every_playbook_has_a_spec():
+    assert _playbook_specs.playbooks() == ["adopt", "compose", "plan", "rollback", "rollout", "status"]
+    assert playbook_argument_spec("plan")["fleetos_plan_read_status"]["type"] == "bool"
+
+
+def test_a_playbook_without_a_spec_is_named_with_the_ones_that_have_one():
+    with pytest.raises(AnsibleFilterError) as exc:
+        playbook_argument_spec("deploy")
+    assert str(exc.value) == ("The playbook 'deploy' has no argument spec in playbooks/specs; expected one of adopt, "
+                              "compose, plan, rollback, rollout, status.")
+
+
+@pytest.mark.parametrize("values, sentences", [
+    ({"fleetos_rollout_canary": 2, "fleetos_os_backend": "bootc", "fleetos_rollout_max_failures": "25%",
+      "fleetos_pool_max_unavailable": 3, "fleetos_rollout_activate": "false", "fleetos_fleetlock_url": None}, []),
+    ({"fleetos_rollout_max_failures": "many"},
+     ["The variable fleetos_rollout_max_failures is 'many'; it must be a count or a percentage up to 100%, such as 2 "
+      "or 25%."]),
+    ({"fleetos_rollout_max_failures": "150%", "fleetos_rollout_canary": "two"},
+     ["The variable fleetos_rollout_canary is 'two'; it must be an integer.",
+      "The variable fleetos_rollout_max_failures is '150%'; it must be a count or a percentage up to 100%, such as 2 "
+      "or 25%."]),
+    ({"fleetos_os_backend": "bootcc"},
+     ["The variable fleetos_os_backend is 'bootcc'; it must be one of auto, bootc, rpm-ostree."]),
+    ({"fleetos_rollout_activate": "maybe", "fleetos_node_labels": ["zone=a"]},
+     ["The variable fleetos_node_labels is [\"zone=a\"]; it must be a mapping.",
+      "The variable fleetos_rollout_activate is 'maybe'; it must be true or false."]),
+], ids=["valid", "budget", "two-variables", "choice", "bool-and-dict"])
+def test_an_extra_variable_is_named_once_for_every_host(values, sentences):
+    assert playbook_variable_errors(results(lambda host: values), "rollout") == sentences
+
+
+def test_an_inventory_variable_names_the_hosts_that_have_the_value():
+    found = playbook_variable_errors(results(
+        lambda host: {"fleetos_pool_paused": "maybe" if host.startswith("db") else False}), "rollout")
+    assert found == ["The variable fleetos_pool_paused is 'maybe' on db-01, db-02, db-03; it must be true or false."]
+
+
+def test_many_hosts_are_counted_after_the_first_five():
+    found = playbook_variable_errors(results(
+        lambda host: {"fleetos_pool_paused": "maybe" if host != "db-01" else True}), "rollout")
+    assert found == ["The variable fleetos_pool_paused is 'maybe' on db-02, db-03, web-01, web-02, web-03 and 1 more "
+                     "hosts; it must be true or false."]
+
+
+def test_a_failure_this_filter_cannot_word_is_not_dropped():
+    found = playbook_variable_errors({"web-01": {"failed": False, "argument_errors": ["something\nelse went wrong"],
+                                                 "validate_args_context": {"values": {}}}}, "plan")
+    assert found == ["The fleetos_ variables of web-01 failed their argument spec: something else went wrong."]
+
+
+@pytest.mark.parametrize("value", [0, 2, "2", " 3 ", "25%", "100%", "12.5%", "0%", "many", "", "101%", "-1", -1, True,
+                                   False, 2.5, "2.5", None, [1], "%"])
+def test_a_budget_is_what_rollout_budget_reads(value):
+    """One grammar: the check accepts exactly what the filter that reads the budget accepts."""
+    try:
+        rollout_budget(value, 10, minimum=0)
+        expected = True
+    except AnsibleFilterError:
+        expected = False
+    assert _playbook_specs.FORMS["fleetos_rollout_max_failures"][0](value) is expected
