@@ -22,13 +22,13 @@ def layered_image_load(directory, relative_to=None, required=False):
         raise AnsibleFilterError(exc.msg) from None
 
 
-def layered_image_compositions(images, resolutions=None):
-    """Filter: without ``resolutions``, every input reference once (what to resolve); with them, the
-    os_image_compose options of each LayeredImage, every input pinned to its digest."""
+def layered_image_compositions(images, resolutions=None, auth_dir=None):
+    """Filter: without ``resolutions``, every input reference once with the auth file to read it with (what
+    to resolve); with them, the os_image_compose options of each LayeredImage, every input pinned to its digest."""
     try:
         if resolutions is None:
-            return _layered.references(images)
-        return _layered.compositions(images, resolutions)
+            return _layered.resolutions_to_make(images, auth_dir=auth_dir)
+        return _layered.compositions(images, resolutions, auth_dir=auth_dir)
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 
@@ -43,6 +43,14 @@ def layered_image_lock(results, images, previous=None, lock_path=None):
         return {"text": _layered.lock_text(document), "changes": changes,
                 "summary": _layered.summary_markdown(changes, document, lock_path=lock_path),
                 "report": _layered.compose_report(images, results, changes, lock_path=lock_path)}
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
+def layered_image_auth(secret, name):
+    """Filter: the auth file text of the pull secret held by the variable ``name`` (see layered_image_auth.yml)."""
+    try:
+        return _layered.pull_secret_auth(secret, name)
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 
@@ -67,6 +75,6 @@ class FilterModule:
     """LayeredImage objects, their compositions and their lock."""
 
     def filters(self):
-        return {"layered_image_load": layered_image_load, "layered_image_compositions": layered_image_compositions,
+        return {"layered_image_load": layered_image_load, "layered_image_auth": layered_image_auth, "layered_image_compositions": layered_image_compositions,
                 "layered_image_lock": layered_image_lock, "layered_image_lock_read": layered_image_lock_read,
                 "layered_image_status": layered_image_status}

@@ -21,7 +21,7 @@ import re
 
 import yaml
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._compose import LAYERS_LABEL
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import API_VERSION, check_header, only_keys
@@ -159,6 +159,35 @@ def references(images):
     return sorted(refs)
 
 
+def auth_file(pull_secret, auth_dir):
+    """The auth file compose.yml writes for a LayeredImage's ``spec.pullSecret`` (a variable name) in
+    ``auth_dir`` (a private directory on the controller), or None without either."""
+    return os.path.join(auth_dir, pull_secret + ".json") if pull_secret and auth_dir else None
+
+
+def resolutions_to_make(images, auth_dir=None):
+    """What compose.yml resolves: ``[{image, auth_file}]``, every input reference once, sorted. A reference
+    is read with the pull secret of the first LayeredImage (by name) that uses it and has one, else with
+    compose.yml's own credentials (``auth_file`` None)."""
+    secrets = {}
+    for image in sorted(images, key=lambda i: i["name"]):
+        for ref in [image["base"]] + [layer["image"] for layer in image["layers"]]:
+            if secrets.get(ref) is None:
+                secrets[ref] = image["pull_secret"]
+    return [{"image": ref, "auth_file": auth_file(secrets[ref], auth_dir)} for ref in references(images)]
+
+
+def pull_secret_auth(secret, name):
+    """The auth file text (containers-auth.json) of the pull secret held by the variable ``name``: a
+    dockerconfigjson mapping, its JSON text or base64 of it; raises InvalidInputError naming the variable."""
+    try:
+        auths = _auth.from_pull_secret(secret)
+    except InvalidInputError as exc:
+        raise InvalidInputError("The pull secret variable '%s' of a LayeredImage's spec.pullSecret is not usable: %s"
+                                % (name, exc.msg[0].lower() + exc.msg[1:].rstrip(".")), field="spec.pullSecret") from None
+    return json.dumps({"auths": auths.entries}, sort_keys=True)
+
+
 def _resolved_map(resolutions):
     """``{reference: digest}`` from os_image_pull results registered in a loop (``results``) or a list of them."""
     results = resolutions.get("results", []) if isinstance(resolutions, dict) else (resolutions or [])
@@ -168,6 +197,8 @@ def _resolved_map(resolutions):
         if not isinstance(result, dict):
             continue
         ref = result.get("item")
+        if isinstance(ref, dict):  # an item of resolutions_to_make
+            ref = ref.get("image")
         if result.get("failed") or not _image_ref.is_digest(result.get("digest")):
             failures[ref] = result.get("msg") or "it did not resolve to a digest"
         else:
@@ -175,11 +206,12 @@ def _resolved_map(resolutions):
     return digests, failures
 
 
-def compositions(images, resolutions):
+def compositions(images, resolutions, auth_dir=None):
     """What each os_image_compose task gets: every input pinned to the digest it resolved to, once.
 
     -> a list, one per LayeredImage: ``name``, ``base`` (``name@digest``), ``layers`` (module
-    options, images ``name@digest``), ``output``, ``pull_secret``. Raises InvalidInputError
+    options, images ``name@digest``), ``output``, ``pull_secret``, ``auth_file`` (the file of its
+    pull secret in ``auth_dir``, or None). Raises InvalidInputError
     naming the LayeredImage and the field whose image did not resolve.
     """
     digests, failures = _resolved_map(resolutions)
@@ -198,7 +230,8 @@ def compositions(images, resolutions):
                    "requires": layer["requires"], "override": layer["override"]}
                   for number, layer in enumerate(image["layers"])]
         plans.append({"name": image["name"], "base": pinned(image, image["base"], "spec.base.image"),
-                      "layers": layers, "output": image["output"], "pull_secret": image["pull_secret"]})
+                      "layers": layers, "output": image["output"], "pull_secret": image["pull_secret"],
+                      "auth_file": auth_file(image["pull_secret"], auth_dir)})
     return plans
 
 

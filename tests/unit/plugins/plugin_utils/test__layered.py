@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -135,9 +136,9 @@ def test_references_once_and_compositions_by_digest():
         REG + "/os/base:9.6", REG + "/os/kubelet:1.31.4", REG + "/os/ovs@" + D["a"]]
     plans = _layered.compositions([image], resolutions((REG + "/os/base:9.6", D["b"]),
                                                        (REG + "/os/kubelet:1.31.4", D["c"]),
-                                                       (REG + "/os/ovs@" + D["a"], D["a"])))
+                                                       (REG + "/os/ovs@" + D["a"], D["a"])), auth_dir="/t/a")
     assert plans == [{"name": "worker", "base": REG + "/os/base@" + D["b"], "output": REG + "/os/worker",
-                      "pull_secret": "registry_creds", "layers": [
+                      "pull_secret": "registry_creds", "auth_file": "/t/a/registry_creds.json", "layers": [
                           {"name": "kubelet", "image": REG + "/os/kubelet@" + D["c"],
                            "requires": {"labels": {"ostree.linux": "5.14"}}, "override": False},
                           {"name": "ovs", "image": REG + "/os/ovs@" + D["a"], "requires": {"labels": {}},
@@ -319,3 +320,42 @@ def test_locked_image_refuses_with_one_sentence_naming_the_field(lock, name, mes
     with pytest.raises(InvalidInputError) as info:
         _layered.locked_image(lock, name, FIELD)
     assert (info.value.msg, info.value.details["field"]) == (message, FIELD)
+
+
+@pytest.mark.parametrize("secrets, auth_dir, expected", [
+    # Each reference once, read with the pull secret of the first LayeredImage (by name) that has one.
+    (("registry_creds", None), "/t/a", [
+        (REG + "/os/base:9.6", "/t/a/registry_creds.json"), (REG + "/os/kubelet:1.31.4", "/t/a/registry_creds.json"),
+        (REG + "/os/ovs@" + D["a"], "/t/a/registry_creds.json")]),
+    ((None, "infra_creds"), "/t/a", [
+        (REG + "/os/base:9.6", "/t/a/infra_creds.json"), (REG + "/os/kubelet:1.31.4", "/t/a/infra_creds.json"),
+        (REG + "/os/ovs@" + D["a"], None)]),
+    (("registry_creds", "infra_creds"), "/t/a", [
+        (REG + "/os/base:9.6", "/t/a/infra_creds.json"), (REG + "/os/kubelet:1.31.4", "/t/a/infra_creds.json"),
+        (REG + "/os/ovs@" + D["a"], "/t/a/registry_creds.json")]),
+    # Without a pull secret, or without the directory, compose.yml's own credentials.
+    ((None, None), "/t/a", [(REG + "/os/base:9.6", None), (REG + "/os/kubelet:1.31.4", None),
+                            (REG + "/os/ovs@" + D["a"], None)]),
+    (("registry_creds", None), None, [(REG + "/os/base:9.6", None), (REG + "/os/kubelet:1.31.4", None),
+                                      (REG + "/os/ovs@" + D["a"], None)]),
+])
+def test_each_reference_is_resolved_once_with_a_pull_secret_of_its_own(secrets, auth_dir, expected):
+    image = dict(_layered.validate(GOOD), pull_secret=secrets[0])
+    infra = dict(image, name="infra", layers=image["layers"][:1], pull_secret=secrets[1])
+    items = _layered.resolutions_to_make([image, infra], auth_dir=auth_dir)
+    assert [(item["image"], item["auth_file"]) for item in items] == expected
+    # The registered loop over these items resolves as a loop over plain references does.
+    results = {"results": [{"item": item, "digest": D["b"]} for item in items]}
+    assert _layered.compositions([infra], results)[0]["base"] == REG + "/os/base@" + D["b"]
+
+
+def test_a_pull_secret_becomes_an_auth_file_or_one_sentence_naming_the_variable():
+    secret = {"auths": {"198.51.100.1:5000": {"auth": "dXNlcjpwYXNz"}}}
+    text = _layered.pull_secret_auth(secret, "registry_creds")
+    assert yaml.safe_load(text) == secret
+    assert _layered.pull_secret_auth(json.dumps(secret), "registry_creds") == text
+    with pytest.raises(InvalidInputError) as info:
+        _layered.pull_secret_auth("not json", "registry_creds")
+    assert info.value.msg.startswith("The pull secret variable 'registry_creds' of a LayeredImage's spec.pullSecret "
+                                     "is not usable: the pull secret is neither JSON nor base64"), info.value.msg
+    assert "dXNlcjpwYXNz" not in info.value.msg
