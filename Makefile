@@ -33,8 +33,6 @@ SANITY_PYTHON := 3.11
 # .ci/get_pip.py and the pip wheel from PyPI take its place in ansible-test's cache
 # (see sanity-bootstrap).
 ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
-ANSIBLE_TEST_PIP = $(shell sed -n "s/^ *pip='\([0-9.]*\)',$$/\1/p" \
-	$(VENV)/lib/python*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null)
 
 # Debian packages the lab and the tooling need.
 DEB_PACKAGES := ostree gir1.2-ostree-1.0 python3 python3-gi skopeo umoci \
@@ -104,15 +102,7 @@ unit: $(VENV_STAMP) ## Unit tests (pytest tests/unit); zero collected tests is a
 	exit $$rc
 
 sanity-bootstrap: $(VENV_STAMP) ## Make sure ansible-test can bootstrap pip into its sanity venvs
-	@version='$(ANSIBLE_TEST_PIP)'; \
-	[[ -n "$$version" ]] || { echo "sanity-bootstrap: cannot find ansible-test's pip version" >&2; exit 1; }; \
-	script='$(ANSIBLE_TEST_CACHE)'/get_pip_$${version//./_}.py; \
-	if [[ -s "$$script" ]]; then exit 0; fi; \
-	mkdir -p '$(ANSIBLE_TEST_CACHE)'; \
-	$(VENV_BIN)/python -m pip download --quiet --no-deps --only-binary :all: \
-		--dest '$(ANSIBLE_TEST_CACHE)' "pip==$$version"; \
-	install -m 0644 $(REPO_ROOT)/.ci/get_pip.py "$$script"; \
-	echo "sanity-bootstrap: using .ci/get_pip.py with pip $$version from PyPI"
+	@$(REPO_ROOT)/mk/sanity-bootstrap.sh $(VENV) $(ANSIBLE_TEST_CACHE) $(REPO_ROOT)/.ci/get_pip.py
 
 sanity: $(VENV_STAMP) collection-link sanity-bootstrap ## ansible-test sanity on the collection copy
 	@cd $(COLLECTION_ROOT) && \
@@ -127,8 +117,9 @@ lint: $(VENV_STAMP) ## ansible-lint (production profile) from the repository roo
 changelog-lint: $(VENV_STAMP) ## antsibull-changelog lint on changelogs/
 	cd $(REPO_ROOT) && $(VENV_BIN)/antsibull-changelog lint
 
-test: ## deps, venv, unit, sanity, lint, changelog-lint, package (mk/package.mk), then the lab tests (mk/lab.mk)
-	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv unit sanity lint changelog-lint package test-lab
+test: ## deps, venv, unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog-lint, package (mk/package.mk), the lab tests (mk/lab.mk), a lab subset on the oldest core
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv unit unit-matrix sanity sanity-matrix lint changelog-lint \
+		package test-lab test-lab-oldest
 
 clean: ## Remove the venv, the collection copy and test output
 	rm -rf $(VENV) $(BUILD_DIR) $(REPO_ROOT)/tests/output $(REPO_ROOT)/.pytest_cache
@@ -137,6 +128,9 @@ clean: ## Remove the venv, the collection copy and test output
 
 # The collection as users get it: docs lint, Galaxy tarball, EE context, install + FQCN run.
 include $(REPO_ROOT)/mk/package.mk
+
+# The ansible-core matrix: unit and sanity on every supported core, lab tests on the oldest.
+include $(REPO_ROOT)/mk/matrix.mk
 
 # Lab targets (test-lab, demo, lab-*) belong to the lab; the file may not exist yet.
 -include $(REPO_ROOT)/mk/lab.mk

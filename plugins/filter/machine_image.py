@@ -12,6 +12,7 @@ import os
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
+from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset
 from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import MachineImageSet
 from ansible_collections.fleetos.layering.plugins.module_utils._selector import (
     compile_selector,
@@ -43,6 +44,7 @@ def machine_image_manifests(contents, names):
         raise AnsibleFilterError(exc.msg) from None
 
 
+@empty_means_unset("pool_image", "pool_pull_secret", "pool_transport", "pool_layered_image")
 def resolve_machine_image(machine_images, host, labels=None, pool_image=None, defined_vars=None,
                           pool_pull_secret=None, pool_transport=None, pool_layered_image=None):
     """Filter: the MachineImage assignment of one host (see resolve_machine_image.yml)."""

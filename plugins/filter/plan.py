@@ -17,8 +17,10 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     rollback_host_plan,
 )
 from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, refusals, takeover
+from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset
 
 
+@empty_means_unset("pool", "fallback_image", "fallback_transport", "lock")
 def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
                  resolutions=None, status=None, inspections=None, labels=None, error=None, lock=None):
     """Filter: what one host must do to reach its OS image (see rollout_plan.yml)."""

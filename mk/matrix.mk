@@ -1,0 +1,59 @@
+# Copyright (c) fleetos.layering contributors
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# The ansible-core matrix, included by Makefile. The venv (requirements-dev.txt) holds the
+# newest supported core; each core of CORE_MATRIX gets a venv of its own in .build/core/<version>
+# with requirements-core.txt. On every core: the unit tests and ansible-test sanity. On the
+# oldest: the lab tests of LAB_OLDEST_TESTS too (the newest runs all of them, `make test-lab`).
+#
+# CORE_MATRIX starts at the oldest core the execution environments of Red Hat Ansible Automation
+# Platform's supported releases ship (2.16); meta/runtime.yml declares the same floor.
+
+CORE_MATRIX := 2.16.19 2.17.14 2.18.19
+CORE_OLDEST := $(firstword $(CORE_MATRIX))
+CORE_DIR := $(BUILD_DIR)/core
+CORE_REQUIREMENTS := $(REPO_ROOT)/requirements-core.txt
+CORE_STAMPS := $(foreach version,$(CORE_MATRIX),$(CORE_DIR)/$(version)/.stamp)
+# What the oldest core runs of the lab tests: the playbooks end to end, as the CLI and as an AWX
+# job (ansible-runner) run them, on rpm-ostree and bootc hosts.
+LAB_OLDEST_TESTS ?= tests/lab/test_plan.py tests/lab/test_rollout.py tests/lab/test_runner.py \
+	tests/lab/test_bootc_rollout.py tests/lab/test_adopt.py
+
+.PHONY: core-venvs unit-matrix sanity-matrix test-lab-oldest
+
+$(CORE_DIR)/%/.stamp: $(CORE_REQUIREMENTS)
+	[[ -x $(@D)/bin/python ]] || $(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip
+	$(@D)/bin/python -m pip install --quiet "ansible-core==$*" -r $(CORE_REQUIREMENTS)
+	touch $@
+
+core-venvs: $(CORE_STAMPS) ## A venv per ansible-core of CORE_MATRIX in .build/core
+
+unit-matrix: $(CORE_STAMPS) ## The unit tests on every ansible-core of CORE_MATRIX
+	@cd $(REPO_ROOT); for version in $(CORE_MATRIX); do \
+		echo "unit-matrix: ansible-core $$version"; rc=0; \
+		$(CORE_DIR)/$$version/bin/python -m pytest -q -p no:cacheprovider tests/unit || rc=$$?; \
+		if (( rc == 5 )); then echo "unit-matrix: FAILED: no unit tests collected on $$version" >&2; exit 1; fi; \
+		if (( rc != 0 )); then echo "unit-matrix: FAILED on ansible-core $$version" >&2; exit $$rc; fi; \
+	done
+
+sanity-matrix: $(CORE_STAMPS) collection-link ## ansible-test sanity on every ansible-core of CORE_MATRIX
+	@for version in $(CORE_MATRIX); do \
+		echo "sanity-matrix: ansible-core $$version"; \
+		$(REPO_ROOT)/mk/sanity-bootstrap.sh $(CORE_DIR)/$$version $(ANSIBLE_TEST_CACHE) $(REPO_ROOT)/.ci/get_pip.py; \
+		log=$(BUILD_DIR)/sanity-$$version.log; \
+		( cd $(COLLECTION_ROOT) && $(CORE_DIR)/$$version/bin/ansible-test sanity --python $(SANITY_PYTHON) \
+			--requirements --color no ) 2>&1 | tee $$log; \
+		if grep -F 'Skipping sanity test' $$log; then \
+			echo "sanity-matrix: FAILED: ansible-test $$version skipped a test (see above)" >&2; exit 1; fi; \
+	done
+
+# Same lab, same rules as test-lab (a fresh lab, taken down at the end), on the oldest core.
+test-lab-oldest: deps $(CORE_DIR)/$(CORE_OLDEST)/.stamp ## The lab tests of LAB_OLDEST_TESTS on the oldest ansible-core
+	$(FLEETLAB) down
+	@cd $(REPO_ROOT); rc=0; \
+	echo "test-lab-oldest: ansible-core $(CORE_OLDEST): $(LAB_OLDEST_TESTS)"; \
+	FLEETLAB_DOWN_TEST=1 $(CORE_DIR)/$(CORE_OLDEST)/bin/python -m pytest -p no:cacheprovider --durations=10 \
+		$(LAB_OLDEST_TESTS) || rc=$$?; \
+	if (( rc == 5 )); then echo "test-lab-oldest: FAILED: no lab tests collected" >&2; exit 1; fi; \
+	exit $$rc
