@@ -17,7 +17,7 @@ description:
     tested. No tag is resolved.
   - Give it to a rollout as C(fleetos_rollout_image) or as a pool's C(fleetos_pool_image); a LayeredImage the
     lock does not have, or a lock that does not exist, fails with one sentence naming the lock.
-  - The planner can read the lock itself: with C(fleetos_rollout_lock) set, a MachineImage's C(spec.layeredImage)
+  - The planner can read the lock itself. With C(fleetos_rollout_lock) set, a MachineImage's C(spec.layeredImage)
     or a pool's C(fleetos_pool_layered_image) names the LayeredImage, and the plan shows the base version and each
     layer's version. This lookup stays for a fallback image, for other playbooks, and for inventories that name
     an image.
