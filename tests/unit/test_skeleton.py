@@ -287,3 +287,29 @@ def test_every_filter_has_its_documentation_file():
                     if isinstance(inner, ast.Dict):
                         registered.update(k.value for k in inner.keys if isinstance(k, ast.Constant))
     assert registered == {doc.stem for doc in _filter_docs()}
+
+
+PYTHON_PLUGINS = sorted(
+    path for kind in ("modules", "lookup", "inventory", "action") for path in (REPO_ROOT / "plugins" / kind).glob("*.py")
+    if path.name != "__init__.py")
+
+
+def _documentation_of(source):
+    """The DOCUMENTATION string of a plugin's source file, or None; read without importing it."""
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DOCUMENTATION" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return None
+
+
+@pytest.mark.parametrize("source", PYTHON_PLUGINS, ids=lambda path: "%s/%s" % (path.parent.name, path.name))
+def test_python_plugin_documentation_loads(source):
+    """ansible-doc (and ansible-lint) parse DOCUMENTATION as YAML: a ': ' in a plain scalar breaks it."""
+    text = _documentation_of(source)
+    if text is None:
+        assert source.parent.name == "action", "%s has no DOCUMENTATION" % source.name  # an action's doc is its module's
+        return
+    data = yaml.safe_load(text)
+    assert data.get("module", data.get("name")) == source.stem
+    assert all(isinstance(line, str) for line in data["description"]), \
+        "%s: a description item is not a string (a ': ' in a plain scalar makes it a mapping)" % source.name
