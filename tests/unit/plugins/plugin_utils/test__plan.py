@@ -226,8 +226,8 @@ LOCKED = "sha256:" + "f" * 64
 LOCK = {"path": "inv/layered-images.lock.yml", "error": None, "document": {"images": [{
     "name": "worker", "image": REG + "-worker@" + LOCKED, "digest": LOCKED,
     "base": {"name": REG, "version": "1.0", "digest": OTHER},
-    "layers": [{"name": "kubelet", "version": "1.31.5", "digest": INDEX}, {"name": "ovs", "version": "3.4",
-                                                                          "digest": ARM64}]}]}}
+    "layers": [{"name": "kubelet", "version": "1.31.5", "digest": INDEX},
+               {"name": "ovs", "version": "3.4", "digest": ARM64}]}]}}
 RESOLVED_LOCKED = {"results": [{"item": REG + "-worker@" + LOCKED, "digest": LOCKED, "index": False,
                                 "image": REG + "-worker@" + LOCKED, "manifests": {}}]}
 
