@@ -1,11 +1,13 @@
-"""The molecule scenarios `rollout`, `adopt` and `bootc` (extensions/molecule/) against the lab.
+"""The molecule scenarios `rollout`, `adopt`, `bootc` and `layering` (extensions/molecule/) against the lab.
 
 Runs the venv's molecule from the repository root (molecule finds collection scenarios
 under extensions/molecule/), with the working tree linked where Ansible finds the
 collection (.build/runtime, set in the scenario's provisioner env). `rollout` uses
 node05-node10 and leaves them on the lab's base image; `adopt` claims two disk-image
 nodes of its own (fleetlab claim) and leaves them with their disk-image origin; `bootc`
-claims two bootc-managed nodes of its own and leaves them on its image.
+claims two bootc-managed nodes of its own and leaves them on its image; `layering`
+claims one node of its own, rolls a composed image out through the lock and rolls the
+node back to the lab's base image.
 """
 
 import os
@@ -18,7 +20,7 @@ import yaml
 from conftest import REPO, VENV_BIN, collections_path
 
 
-@pytest.mark.parametrize("scenario", ["rollout", "adopt", "bootc"])
+@pytest.mark.parametrize("scenario", ["rollout", "adopt", "bootc", "layering"])
 def test_molecule_scenario(lab, scenario):
     collections_path()
     env = dict(os.environ, PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")), ANSIBLE_NOCOLOR="1",
