@@ -44,7 +44,7 @@ ifeq ($(filter $(VENV_BIN),$(subst :, ,$(PATH))),)
 export PATH := $(VENV_BIN):$(PATH)
 endif
 
-.PHONY: help deps venv collection-link sanity-bootstrap unit sanity lint changelog-lint test clean
+.PHONY: help deps venv collection-link sanity-bootstrap unit sanity lint changelog-lint checks test clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
@@ -117,9 +117,15 @@ lint: $(VENV_STAMP) ## ansible-lint (production profile) from the repository roo
 changelog-lint: $(VENV_STAMP) ## antsibull-changelog lint on changelogs/
 	cd $(REPO_ROOT) && $(VENV_BIN)/antsibull-changelog lint
 
-test: ## deps, venv, unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog-lint, package (mk/package.mk), the lab tests (mk/lab.mk), a lab subset on the oldest core
-	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv unit unit-matrix sanity sanity-matrix lint changelog-lint \
-		package test-lab test-lab-oldest
+# The checks one after another, beside the two halves of the lab tests (mk/lab.mk), all three at
+# once: the checks are busy on the CPU, the lab tests wait on the fleet about half of the time.
+# Each part's output is printed whole when it ends (--output-sync); a part that fails fails make.
+checks: ## unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog-lint, package (mk/package.mk)
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) -j1 unit unit-matrix sanity sanity-matrix lint changelog-lint package
+
+test: ## deps and the venvs, then at once: checks, test-lab-a, test-lab-b (the lab tests, and those of the oldest core)
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv core-venvs
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) -j3 --output-sync=target checks test-lab-a test-lab-b
 
 clean: ## Remove the venv, the collection copy and test output
 	rm -rf $(VENV) $(BUILD_DIR) $(REPO_ROOT)/tests/output $(REPO_ROOT)/.pytest_cache

@@ -50,10 +50,6 @@ sanity-matrix: $(CORE_STAMPS) collection-link ## ansible-test sanity on every an
 
 # Same lab, same rules as test-lab (a fresh lab, taken down at the end), on the oldest core.
 test-lab-oldest: deps $(CORE_DIR)/$(CORE_OLDEST)/.stamp ## The lab tests of LAB_OLDEST_TESTS on the oldest ansible-core
-	$(FLEETLAB) down
-	@cd $(REPO_ROOT); rc=0; \
-	echo "test-lab-oldest: ansible-core $(CORE_OLDEST): $(LAB_OLDEST_TESTS)"; \
-	FLEETLAB_DOWN_TEST=1 $(CORE_DIR)/$(CORE_OLDEST)/bin/python -m pytest -p no:cacheprovider --durations=10 \
-		$(LAB_OLDEST_TESTS) || rc=$$?; \
-	if (( rc == 5 )); then echo "test-lab-oldest: FAILED: no lab tests collected" >&2; exit 1; fi; \
-	exit $$rc
+	$(call run_lab_tests,$(LAB_OLDEST_TESTS))
+
+test-lab-oldest: LAB_PYTHON = $(CORE_DIR)/$(CORE_OLDEST)/bin/python
