@@ -57,7 +57,7 @@ def changelog_sections() -> set[str]:
 def test_galaxy_identity(galaxy):
     assert galaxy["namespace"] == "fleetos"
     assert galaxy["name"] == "layering"
-    assert galaxy["version"] == "0.1.0"
+    assert galaxy["version"] == "0.2.0"
 
 
 def test_galaxy_license_is_spdx(galaxy):
@@ -97,8 +97,14 @@ def test_requires_ansible_is_full_version():
 
 
 def test_changelog_fragments(changelog_sections):
+    """Fragments wait for the next release; right after a release there are none, and the releases hold them."""
     fragments = sorted((REPO_ROOT / "changelogs" / "fragments").glob("*.yml"))
-    assert fragments, "no changelog fragments found"
+    releases = load_yaml(REPO_ROOT / "changelogs" / "changelog.yaml").get("releases") or {}
+    assert fragments or releases, "no changelog fragments found and no release in changelogs/changelog.yaml"
+    galaxy = load_yaml(REPO_ROOT / "galaxy.yml")
+    if not fragments:
+        assert galaxy["version"] in releases, "no fragments, yet galaxy.yml's version %s is not released" % (
+            galaxy["version"])
     for fragment in fragments:
         content = load_yaml(fragment)
         assert isinstance(content, dict) and content, f"{fragment.name}: empty or not a mapping"
