@@ -376,7 +376,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         "rollout": rollout,
         "started_at": _num(started_at), "started_at_text": started_at_text, "ended_at": _num(ended_at),
         "result": "canary_verified" if canary_verified else "failed" if bad else "staged" if staged else "success",
-        "stop_reason": summary.get("stop_reason"),
+        # None when the run did not stop (ansible-core before 2.19 renders an unset reason as "").
+        "stop_reason": summary.get("stop_reason") or None,
         "max_failures": summary.get("max_failures"),
         "waves": summary.get("waves") or [],
         "pools": pools,

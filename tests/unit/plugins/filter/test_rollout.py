@@ -247,3 +247,10 @@ def test_a_run_stopped_after_its_verified_canary_is_canary_verified():
     # A failure besides the hosts left for the rerun is still a failure.
     assert rollout.rollout_report([fleet[0], fleet[3], fleet[4]], canary)["result"] == "failed"
     assert rollout.rollout_report([fleet[0], fleet[3]], dict(canary, canary_verified=False))["result"] == "failed"
+
+
+def test_an_unset_stop_reason_rendered_as_empty_text_is_none():
+    """ansible-core before 2.19 renders the role's unset stop reason as "": the report says None, as on 2.19."""
+    fleet = _fleet()[:1]
+    report = rollout.rollout_report(fleet, {"started": ["n1"], "waves": [["n1"]], "budgets": {"a": 1}, "stop_reason": ""})
+    assert report["result"] == "success" and report["stop_reason"] is None
