@@ -65,12 +65,12 @@ endef
 test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules and playbooks on the lab
 	$(call run_lab_tests,$(LAB_TESTS))
 
-# `make test` runs the lab tests in two halves at once, each on a lab of its own (the lab's
-# tests wait on sshd, reboots and the registry about half of the time, so two labs share the
-# two cores well): test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV) and
-# then, on the same second lab, the oldest ansible-core's tests (mk/matrix.mk). Every lab test
-# file not named in LAB_TESTS_B is in test-lab-a, so a new file runs without being listed.
-# The molecule scenarios read inventories/lab: they stay on the default lab.
+# The lab tests in two halves, each on a lab of its own, to run at once (`make -j2 test-lab-a
+# test-lab-b`; the lab's tests wait on sshd, reboots and the registry about half of the time):
+# test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV) and then, on the same
+# second lab, the oldest ansible-core's tests (mk/matrix.mk). Every lab test file not named in
+# LAB_TESTS_B is in test-lab-a, so a new file runs without being listed. The molecule scenarios
+# read inventories/lab: they stay on the default lab. `make test` does not use them yet (Makefile).
 LAB_TESTS_B := tests/lab/test_resume.py tests/lab/test_rollout.py tests/lab/test_adopt.py \
 	tests/lab/test_bootc_rollout.py tests/lab/test_plan.py tests/lab/test_runner.py
 LAB_TESTS_A = $(filter-out $(LAB_TESTS_B),$(sort $(patsubst $(REPO_ROOT)/%,%,$(wildcard $(REPO_ROOT)/tests/lab/test_*.py))))
