@@ -423,7 +423,7 @@ def test_signature_server_and_signing_vars(lab):
     with open("/proc/%d/cmdline" % pid, "rb") as handle:
         assert b"fleetlab\0_sigstore" in handle.read()
     probe = ("import urllib.request, urllib.error\n"
-             "try:\n    urllib.request.urlopen(%r, timeout=30)\nexcept urllib.error.HTTPError as e:\n"
+             "try:\n    urllib.request.urlopen(%r, timeout=5)\nexcept urllib.error.HTTPError as e:\n"
              "    print(e.code)\n" % (url + "fleetos-signed/none@sha256=" + "0" * 64 + "/signature-1"))
     node = lab.nodes[0]
     assert lab.exec(node, ["python3", "-c", probe]).stdout.strip() == "404"
