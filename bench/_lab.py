@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -139,15 +140,86 @@ def ansible_env(quiet_localhost=False):
     return env
 
 
+PR_SET_CHILD_SUBREAPER = 36
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _subreaper(on):
+    """Become (or stop being) the child subreaper (prctl): the ssh ControlPersist masters an
+    ansible-playbook run leaves behind are then our children, whose CPU the bench can count."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _adopted_ssh_cpu():
+    """User+sys seconds of our not yet reaped ssh children (the adopted ControlPersist masters, alive or
+    ended and not reaped yet), from /proc/PID/stat."""
+    total, me = 0.0, os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == me and comm == "ssh":       # fields[1]: ppid; [11], [12]: utime, stime
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+_REAPED = {"cpu": 0.0}   # user+sys seconds of the adopted children reaped so far
+
+
+def _reap_adopted():
+    """Reap the adopted children that ended (wait4: their own seconds go to _REAPED). Only adopted
+    orphans can be waiting: subprocess.run has waited for every child it started."""
+    while True:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _REAPED["cpu"] += usage.ru_utime + usage.ru_stime
+
+
+def controller_cpu():
+    """(ansible seconds, ssh master seconds), each a running total of user+sys CPU: ansible-playbook,
+    its forks and the ssh clients it waited for (RUSAGE_CHILDREN less the adopted children reaped
+    here), and the ssh ControlPersist masters it left behind (adopted: reaped here, or still running).
+    A playbook run's figures are the differences of the totals around it."""
+    _reap_adopted()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime - _REAPED["cpu"], _REAPED["cpu"] + _adopted_ssh_cpu()
+
+
 def run_playbook(argv, log_path, what, netns=False, quiet_localhost=False):
-    """Run ansible-playbook argv (in the lab's netns with netns) -> the process, with .wall (seconds) and
-    .recap ({host: counts}); the output goes to log_path; BenchError naming `what` when it fails."""
+    """Run ansible-playbook argv (in the lab's netns with netns) -> the process, with .wall (seconds),
+    .cpu (controller user+sys seconds: .cpu_ansible, resource.getrusage(RUSAGE_CHILDREN) around the
+    run, plus .cpu_ssh, what the ssh ControlPersist masters used meanwhile, see controller_cpu;
+    .subreaper false: the masters could not be adopted, .cpu_ssh is 0) and .recap ({host: counts});
+    the output goes to log_path; BenchError naming `what` when it fails."""
     if netns:
         argv = ["ip", "netns", "exec", LAB_NETNS] + argv
+    subreaper = _subreaper(True)
+    cpu0, ssh0 = controller_cpu()
     began = time.monotonic()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600,
-                          env=ansible_env(quiet_localhost), cwd=str(REPO), check=False)
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600,
+                              env=ansible_env(quiet_localhost), cwd=str(REPO), check=False)
+    finally:
+        _subreaper(False)
     proc.wall = time.monotonic() - began
+    cpu1, ssh1 = controller_cpu()
+    proc.cpu_ansible, proc.cpu_ssh = cpu1 - cpu0, ssh1 - ssh0
+    proc.cpu = proc.cpu_ansible + proc.cpu_ssh
+    proc.subreaper = subreaper
     log_path.write_text(proc.stdout)
     proc.recap = {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)),
                                "unreachable": int(m.group(4)), "failed": int(m.group(5))}
@@ -193,12 +265,22 @@ def bench_nodes(nodes, claim, *claim_args):
 
 
 def slow_boot(nodes, boot_delay, on):
-    """Delay every boot of the nodes by boot_delay seconds (fleetlab fault NODE slow-boot), or clear the faults."""
+    """Delay every boot of the nodes by boot_delay seconds (fleetlab fault NODE slow-boot), or clear the faults.
+
+    boot_delay: seconds for every node, or {node: seconds}. The lab adds its own delay (`fleetlab up
+    --boot-delay`, lab_boot_delay()) to every reboot on top of the fault's."""
     for node in nodes:
-        if on and boot_delay > 0:
-            fleetlab("fault", node, "slow-boot", boot_delay)
+        delay = boot_delay.get(node, 0) if isinstance(boot_delay, dict) else boot_delay
+        if on and delay > 0:
+            fleetlab("fault", node, "slow-boot", delay)
         else:
             fleetlab("fault", node, "clear")
+
+
+def lab_boot_delay():
+    """The lab's own delay on every reboot (`fleetlab up --boot-delay`, lab.json), added to a slow-boot fault."""
+    info = lab_info() or {}
+    return float(info.get("boot_delay") or 0)
 
 
 def best_effort(*steps):
