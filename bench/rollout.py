@@ -17,23 +17,29 @@ fleetos_pool_max_unavailable = --budget (3), every node booted on the lab base i
 
 The floor is the slowest single stage of the rollout (stage_start -> staged_at in its
 report) plus ceil(N / budget) reboots, a reboot being the median reboot -> boot span
-in the lab journal during the rollout. Byte figures are the journal's blob_read events
-of the bench nodes.
+in the lab journal during the rollout. The pooled floor is that stage plus, for each
+pool, the best schedule of its hosts' own reboot times (journal reboot -> boot) on
+--budget slots, the maximum over pools (bench/_floor.py). Byte figures are the journal's
+blob_read events of the bench nodes. Controller CPU is user+sys of ansible-playbook and
+everything it started (RUSAGE_CHILDREN around the run, plus the ssh ControlPersist
+masters it leaves behind); overhead per host is (rollout - pooled floor) / N and CPU / N.
 
 The lab is made to behave like a fleet (DESIGN.md, "Figures the project is measured
 by"): each bench node's link is shaped (--rate, 80mbit) and every boot of a bench node is
-delayed (--boot-delay, 10 s: fleetlab fault NODE slow-boot). Both are undone at the end
+delayed (--boot-delay, 10 s, or with --boot-spread A-B each node its own delay drawn from
+[A, B] with --seed: fleetlab fault NODE slow-boot). Both are undone at the end
 and the nodes are left on v1. Prints figures and writes
 bench/results/rollout-<timestamp>.json; not a pass/fail test (exit 1 only when
 something broke). The bench nodes' host vars come from the lab's inventory,
 FLEETLAB_INVENTORY/hosts.yml (default inventories/lab, as for lab/fleetlab).
 
   .venv/bin/python bench/rollout.py [--count 12 | --nodes node12,...,node23] [--budget 3]
-      [--pools 2] [--boot-delay 10] [--rate 80mbit] [--size-mb 50]
+      [--pools 2] [--boot-delay 10 | --boot-spread 5-30 [--seed 15]] [--rate 80mbit] [--size-mb 50]
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import math
@@ -45,13 +51,23 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _floor import parse_spread, pooled_floor, slot_records_from_hosts, slot_reuse, spread_delays  # noqa: E402
 from _lab import (  # noqa: E402  (what the lab benches share)
     BASE, REPO, RESULTS, ROLLBACK, ROLLOUT, STATE, VENV_BIN, BenchError, Journal, best_effort, bench_nodes,
-    bench_parser, blob_bytes, fleetlab, lab_info, log, run_bench, run_playbook, slow_boot, status,
+    bench_parser, blob_bytes, fleetlab, lab_boot_delay, lab_info, log, run_bench, run_playbook, slow_boot, status,
     write_inventory as write_lab_inventory)
 
 NAIVE = REPO / "bench" / "naive-rollout.yml"
 REPOSITORY = "fleetos/bench-rollout"
+CLAIM = "bench-rollout"
+DEFAULT_COUNT = 12
+DEFAULT_SEED = 15
+
+
+def claim_owner(count):
+    """The fleetlab claim owner of --count nodes: one per count, so that 12, 24 and 48 nodes are each the
+    same nodes on every run (a claim of another count under the same owner would add new nodes)."""
+    return CLAIM if count == DEFAULT_COUNT else "%s-%d" % (CLAIM, count)
 
 
 # --------------------------------------------------------------------------
@@ -84,6 +100,28 @@ def manifest_layers(digest):
 def build_image(name_tag, size_mb):
     proc = fleetlab("image", "build", name_tag, "--from", BASE, "--size-mb", size_mb, "--json")
     return json.loads(proc.stdout)
+
+
+def reboot_times(spans, hosts, delays):
+    """Each host's reboot seconds -> ({host: seconds}, source, base): the journal's reboot -> boot spans
+    (summed when a host rebooted more than once); a host of `hosts` without one gets its configured
+    boot delay plus the measured base reboot (median span less the host's delay; None without spans)."""
+    measured = {}
+    for node, start, end in spans:
+        measured[node] = measured.get(node, 0.0) + (end - start)
+    base = statistics.median(measured[h] - delays.get(h, 0.0) for h in measured) if measured else None
+    times = dict(measured)
+    guessed = [h for h in hosts if h not in measured]
+    for host in guessed:
+        times[host] = delays.get(host, 0.0) + (base or 0.0)
+    if not guessed:
+        source = "journal reboot -> boot spans (%d hosts)" % len(measured)
+    elif measured:
+        source = "journal reboot -> boot spans (%d hosts), configured delay + measured base reboot %.1f s (%s)" % (
+            len(measured), base, ", ".join(guessed))
+    else:
+        source = "configured delay only (no reboot in the journal; base reboot unknown)"
+    return times, source, base
 
 
 def reboot_spans(events):
@@ -133,7 +171,17 @@ class Bench:
         self.args = args
         if not args.nodes:
             fleetlab("up", "--nodes", "10")
-        self.nodes = bench_nodes(args.nodes, "bench-rollout", "--count", args.count)
+        self.owner = None if args.nodes else claim_owner(args.count)
+        self.nodes = bench_nodes(args.nodes, self.owner, "--count", args.count)
+        # Each node's boot delay: the slow-boot fault plus the lab's own delay (`fleetlab up --boot-delay`,
+        # added by the lab to every reboot); the fault is set so that their sum is the delay asked for.
+        if args.boot_spread:
+            targets = spread_delays(self.nodes, args.boot_spread[0], args.boot_spread[1], args.seed)
+        else:
+            targets = {node: float(args.boot_delay) for node in self.nodes}
+        self.lab_delay = lab_boot_delay()
+        self.faults = {node: round(max(0.0, t - self.lab_delay), 3) for node, t in targets.items()}
+        self.delays = {node: round(self.faults[node] + self.lab_delay, 3) for node in self.nodes}
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.stamp = stamp
         self.run_dir = RESULTS / ("rollout-%s" % stamp)
@@ -149,7 +197,7 @@ class Bench:
         self.shaped = on
 
     def slow_boot(self, on):
-        slow_boot(self.nodes, self.args.boot_delay, on)
+        slow_boot(self.nodes, self.faults, on)
         self.faulted = on
 
     def check_base(self, what):
@@ -244,6 +292,29 @@ class Bench:
         rounds = math.ceil(n / a.budget)
         floor = slowest + rounds * reboot_median
         pooled_rounds = max(math.ceil(len(names) / a.budget) for names in self.pools.values())
+        # The pooled floor for the delays this run really had: each host's own reboot time, the best
+        # schedule of each pool's under its budget.
+        rebooting = [r["host"] for r in rows
+                     if r.get("reboot_start") is not None or r["status"] in ("activated", "failed")]
+        host_reboot, reboot_source, base_reboot = reboot_times(ro_spans, rebooting, self.delays)
+        pooled = pooled_floor(slowest, {pool: {h: host_reboot[h] for h in names if h in host_reboot}
+                                        for pool, names in self.pools.items()}, a.budget)
+        # Budget slots: the report's own records (the sliding-window os_activate), else derived from
+        # the host rows (a host holds a slot from granted_at or reboot_start to released_at or verified_at).
+        if report.get("slots") is not None:
+            slot_recs, slot_source = report["slots"], "the report's slots"
+        else:
+            slot_recs = slot_records_from_hosts(rows)
+            slot_source = "host rows (granted_at or reboot_start -> released_at or verified_at)"
+        started = report.get("started_at") or 0.0
+        reuse = slot_reuse(slot_recs, a.budget)
+        for pool_reuse in reuse.values():
+            pool_reuse["gaps"] = [round(g, 2) for g in pool_reuse["gaps"]]
+            pool_reuse["gap_s"] = {k: round(v, 2) for k, v in pool_reuse["gap_s"].items()} \
+                if pool_reuse["gap_s"] else None
+            pool_reuse["timeline"] = [[h, None if g is None else round(g - started, 2),
+                                       None if r is None else round(r - started, 2)]
+                                      for h, g, r in pool_reuse["timeline"]]
         ro_bytes = blob_bytes(ro_events)
         nv_bytes = blob_bytes(nv_events)
         rr_bytes = blob_bytes(rr_events)
@@ -258,12 +329,24 @@ class Bench:
             return {"min": min(values), "median": statistics.median(values), "max": max(values),
                     "per_node": {node: per_node.get(node, 0) for node in self.nodes}}
 
+        def cpu(proc):
+            return {"cpu_s": round(proc.cpu, 2), "cpu_ansible_s": round(proc.cpu_ansible, 2),
+                    "cpu_ssh_masters_s": round(proc.cpu_ssh, 2), "ssh_masters_counted": proc.subreaper,
+                    "cpu_s_per_host": round(proc.cpu / n, 3)}
+
+        delays = sorted(self.delays.values())
         return {
             "timestamp": self.stamp,
             "settings": {
-                "nodes": self.nodes, "n": n, "pools": self.pools, "budget_per_pool": a.budget,
+                "nodes": self.nodes, "n": n, "claim": self.owner, "pools": self.pools, "budget_per_pool": a.budget,
                 "naive_serial": 3, "link_rate": a.rate, "tbf": "burst 64kb latency 200ms",
-                "boot_delay_s": a.boot_delay, "layer_mb": a.size_mb, "forks": self.forks,
+                "boot_delay_s": None if a.boot_spread else a.boot_delay,
+                "boot_spread_s": list(a.boot_spread) if a.boot_spread else None,
+                "seed": a.seed if a.boot_spread else None,
+                "boot_delays_s": {"min": delays[0], "median": statistics.median(delays), "max": delays[-1],
+                                  "per_node": self.delays},
+                "lab_boot_delay_s": self.lab_delay, "slow_boot_fault_s": self.faults,
+                "layer_mb": a.size_mb, "forks": self.forks,
                 "cpus": len(os.sched_getaffinity(0)),
                 "v2": {"image": "%s:%s" % (v2["reference"], v2["tag"]), "digest": v2["digest"]},
                 "v2_naive": {"image": "%s:%s" % (v2n["reference"], v2n["tag"]), "digest": v2n["digest"]},
@@ -272,7 +355,11 @@ class Bench:
             },
             "rollout": {
                 "wall_s": round(ro.wall, 2), "result": report["result"], "counts": report["counts"],
-                "waves": report["waves"], "reboots": len(ro_reboots), "changed_hosts": len(changed),
+                "waves": report.get("waves"), "slots": report.get("slots"),
+                "slot_reuse": {"source": slot_source, "pools": reuse},
+                **cpu(ro),
+                "overhead_s_per_host": round((ro.wall - pooled["wall_s"]) / n, 3),
+                "reboots": len(ro_reboots), "changed_hosts": len(changed),
                 "reboots_per_changed_host": round(len(ro_reboots) / len(changed), 2) if changed else None,
                 "max_concurrent_down_per_pool": pool_max,
                 "max_concurrent_down_fleet": max_concurrent(ro_spans),
@@ -281,7 +368,7 @@ class Bench:
                 "bytes_pulled_per_host": per_host(ro_bytes),
             },
             "naive": {
-                "wall_s": round(nv.wall, 2), "reboots": len(nv_reboots),
+                "wall_s": round(nv.wall, 2), "reboots": len(nv_reboots), **cpu(nv),
                 "all_booted_on_v2_naive": naive_ok,
                 "max_concurrent_down_fleet": max_concurrent(nv_spans),
                 "bytes_pulled_per_host": per_host(nv_bytes),
@@ -293,22 +380,36 @@ class Bench:
                 "reboot_s_min": round(min(reboot_s), 2) if reboot_s else None,
                 "reboot_s_max": round(max(reboot_s), 2) if reboot_s else None,
                 "reboot_rounds": rounds, "formula": "slowest stage + ceil(N / budget) x median reboot (journal)",
-                "pooled_wall_s": round(slowest + pooled_rounds * reboot_median, 2),
-                "pooled_reboot_rounds": pooled_rounds,
+                "pooled_wall_s": round(pooled["wall_s"], 2),
+                "pooled_reboot_s": round(pooled["reboot_s"], 2),
+                "pooled_bottleneck": pooled["bottleneck"],
+                "pooled_exact": pooled["exact"],
+                "pooled_pools": {pool: {"makespan_s": round(p["makespan"], 2),
+                                        "lower_bound_s": round(p["lower_bound"], 2), "method": p["method"],
+                                        "slots": p["slots"], "hosts": p["hosts"], "schedule": p["schedule"]}
+                                 for pool, p in pooled["pools"].items()},
+                "reboot_s_per_host": {h: round(t, 2) for h, t in sorted(host_reboot.items())},
+                "reboot_source": reboot_source,
+                "base_reboot_s": round(base_reboot, 2) if base_reboot is not None else None,
                 "pooled_note": "each pool has its own budget, so the rollout may reboot budget x pools at once; "
-                               "pooled floor = slowest stage + max over pools ceil(pool size / budget) reboots",
+                               "pooled floor = slowest stage + max over pools of the best schedule of the pool's "
+                               "per-host reboot times on budget slots (parallel machines, least makespan)",
+                "pooled_reboot_rounds": pooled_rounds,
+                "pooled_rounds_wall_s": round(slowest + pooled_rounds * reboot_median, 2),
+                "pooled_rounds_note": "the earlier formula: slowest stage + max over pools ceil(pool size / budget) "
+                                      "x median reboot",
             },
             "rerun": {
                 "wall_s": round(rr.wall, 2), "blob_reads": sum(1 for e in rr_events if e["event"] == "blob_read"),
                 "blob_bytes": sum(rr_bytes.values()), "reboots": len(rr_reboots),
                 "counts": rr_report["counts"], "changed": sum(r["changed"] for r in rr.recap.values()),
+                **cpu(rr),
             },
             "layer_bytes": layer_bytes,
             "ratios": {
                 "rollout_over_naive": round(ro.wall / nv.wall, 3),
                 "rollout_over_floor": round(ro.wall / floor, 3) if floor else None,
-                "rollout_over_pooled_floor": round(ro.wall / (slowest + pooled_rounds * reboot_median), 3)
-                if floor else None,
+                "rollout_over_pooled_floor": round(ro.wall / pooled["wall_s"], 3) if pooled["wall_s"] else None,
                 "bytes_per_host_over_layer": round(statistics.median(ro_bytes.get(x, 0) for x in self.nodes)
                                                    / layer_bytes["v2"]["changed_layers"], 3),
             },
@@ -334,43 +435,92 @@ def mb(value):
     return "%.1f MB" % (value / 1e6)
 
 
+def fmt_delays(s):
+    d = s["boot_delays_s"]
+    if s.get("boot_spread_s"):
+        text = "boot delays spread %g-%g s (seed %s): min %.1f, median %.1f, max %.1f s" % (
+            s["boot_spread_s"][0], s["boot_spread_s"][1], s["seed"], d["min"], d["median"], d["max"])
+    else:
+        text = "boot delay %g s" % d["median"]
+    if s.get("lab_boot_delay_s"):
+        return text + " (fleetlab fault slow-boot on top of the lab's own --boot-delay %g s)" % s["lab_boot_delay_s"]
+    return text + " (fleetlab fault slow-boot)"
+
+
 def show(res):
     s, ro, nv, fl, rr, r, lb = (res[k] for k in ("settings", "rollout", "naive", "floor", "rerun", "ratios",
                                                     "layer_bytes"))
+    n = s["n"]
     pools = ", ".join("%s=%d" % (p, len(ns)) for p, ns in s["pools"].items())
     print("bench/rollout.py  %s" % res["timestamp"])
-    print("settings: %d nodes (%s..%s), pools %s, fleetos_pool_max_unavailable=%d, naive serial=%d, forks=%d"
-          % (s["n"], s["nodes"][0], s["nodes"][-1], pools, s["budget_per_pool"], s["naive_serial"], s["forks"]))
-    print("          links %s (tbf %s), boot delay %s s (fleetlab fault slow-boot), v1 -> v2 +%d MB layer, %d CPUs"
-          % (s["link_rate"], s["tbf"], s["boot_delay_s"], s["layer_mb"], s["cpus"]))
+    print("settings: %d nodes (%s..%s%s), pools %s, fleetos_pool_max_unavailable=%d, naive serial=%d, forks=%d"
+          % (n, s["nodes"][0], s["nodes"][-1], ", claim %s" % s["claim"] if s.get("claim") else "", pools,
+             s["budget_per_pool"], s["naive_serial"], s["forks"]))
+    print("          links %s (tbf %s), %s, v1 -> v2 +%d MB layer, %d CPUs"
+          % (s["link_rate"], s["tbf"], fmt_delays(s), s["layer_mb"], s["cpus"]))
     print("          naive run pulls v2' (same size, its own layer)")
-    print("rollout : %7.1f s  %s, %d waves, %d reboots / %d changed hosts, max down per pool %s, fleet %d"
-          % (ro["wall_s"], ro["result"], len(ro["waves"]), ro["reboots"], ro["changed_hosts"],
+    waves = ("%d waves" % len(ro["waves"])) if ro.get("waves") is not None else \
+        ("%d slot grants" % len(ro["slots"])) if ro.get("slots") is not None else "no waves or slots in the report"
+    print("rollout : %7.1f s  %s, %s, %d reboots / %d changed hosts, max down per pool %s, fleet %d"
+          % (ro["wall_s"], ro["result"], waves, ro["reboots"], ro["changed_hosts"],
              ro["max_concurrent_down_per_pool"], ro["max_concurrent_down_fleet"]))
+    reuse = ro["slot_reuse"]
+    print("slots   : slot reuse gap (a freed slot until it is granted again), from %s:" % reuse["source"])
+    for pool, p in reuse["pools"].items():
+        gaps = p["gap_s"]
+        stats = ", gap min %.1f / median %.1f / max %.1f s" % (gaps["min"], gaps["median"], gaps["max"]) if gaps else ""
+        print("          %s: %d grants (%d first), %d reuses%s, max held %d; gaps %s"
+              % (pool, p["grants"], p["first_grants"], p["reuses"], stats, p["max_held"],
+                 " ".join("%.1f" % g for g in p["gaps"]) or "-"))
     print("naive   : %7.1f s  %d reboots, max down %d, all on v2': %s"
           % (nv["wall_s"], nv["reboots"], nv["max_concurrent_down_fleet"], nv["all_booted_on_v2_naive"]))
     print("floor   : %7.1f s  slowest stage %.1f s + %d x reboot %.1f s (journal median; min %.1f, max %.1f)"
           % (fl["wall_s"], fl["slowest_stage_s"], fl["reboot_rounds"], fl["reboot_s_median"],
              fl["reboot_s_min"] or 0, fl["reboot_s_max"] or 0))
-    print("          pooled floor %.1f s (%d reboot rounds: budget per pool x %d pools)"
-          % (fl["pooled_wall_s"], fl["pooled_reboot_rounds"], len(s["pools"])))
+    per_pool = ", ".join("%s %.1f s (%s%s, %d hosts on %d slots)" % (
+        pool, p["makespan_s"], p["method"],
+        "" if p["method"] == "exact" else ", lower bound %.1f s" % p["lower_bound_s"], p["hosts"], p["slots"])
+        for pool, p in fl["pooled_pools"].items())
+    print("pooled  : %7.1f s  slowest stage %.1f s + the best schedule of each pool's reboot times: %s"
+          % (fl["pooled_wall_s"], fl["slowest_stage_s"], per_pool))
+    print("          reboot times: %s; (rounds formula: %d x median = %.1f s)"
+          % (fl["reboot_source"], fl["pooled_reboot_rounds"], fl["pooled_rounds_wall_s"]))
     print("rerun   : %7.1f s  %d blob reads (%d bytes), %d reboots, changed=%d, counts %s"
           % (rr["wall_s"], rr["blob_reads"], rr["blob_bytes"], rr["reboots"], rr["changed"],
              {k: v for k, v in rr["counts"].items() if v}))
+    masters = "" if ro["ssh_masters_counted"] else "; ssh masters NOT counted (no subreaper)"
+    print("cost    : rollout %.1f s, controller CPU %.1f s (ansible-playbook %.1f + ssh masters %.1f)%s"
+          % (ro["wall_s"], ro["cpu_s"], ro["cpu_ansible_s"], ro["cpu_ssh_masters_s"], masters))
+    print("          per host (N=%d): overhead (rollout - pooled floor) / N %.2f s, CPU / N %.2f s"
+          % (n, ro["overhead_s_per_host"], ro["cpu_s_per_host"]))
+    print("          rerun CPU %.1f s (%.2f s per host), naive CPU %.1f s (%.2f s per host)"
+          % (rr["cpu_s"], rr["cpu_s_per_host"], nv["cpu_s"], nv["cpu_s_per_host"]))
     print("bytes   : rollout pulled %s per host (median; min %s, max %s), naive %s; changed layer %s (v2), %s (v2')"
           % (mb(ro["bytes_pulled_per_host"]["median"]), mb(ro["bytes_pulled_per_host"]["min"]),
              mb(ro["bytes_pulled_per_host"]["max"]), mb(nv["bytes_pulled_per_host"]["median"]),
              mb(lb["v2"]["changed_layers"]), mb(lb["v2n"]["changed_layers"])))
     print("ratios  : rollout/naive %.3f   rollout/floor %.3f   rollout/pooled floor %.3f   bytes per host/layer %.3f"
-          % (r["rollout_over_naive"], r["rollout_over_floor"], r["rollout_over_pooled_floor"],
+          % (r["rollout_over_naive"], r["rollout_over_floor"] or 0, r["rollout_over_pooled_floor"] or 0,
              r["bytes_per_host_over_layer"]))
 
 
+def spread_arg(text):
+    try:
+        return parse_spread(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main():
-    parser = bench_parser(__doc__, 12)
+    parser = bench_parser(__doc__, DEFAULT_COUNT)
     parser.add_argument("--pools", type=int, default=2, help="pools the nodes are dealt into (default 2)")
     parser.add_argument("--budget", type=int, default=3, help="fleetos_pool_max_unavailable of each pool (3)")
     parser.add_argument("--boot-delay", type=float, default=10, help="seconds each boot is delayed (10; 0: none)")
+    parser.add_argument("--boot-spread", type=spread_arg, default=None, metavar="A-B",
+                        help="each node its own boot delay, drawn from [A, B] seconds with --seed (instead of "
+                             "--boot-delay)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help="seed of the --boot-spread draw (%d: the same delays on every run)" % DEFAULT_SEED)
     parser.add_argument("--rate", default="80mbit", help="each bench node's link rate (80mbit)")
     parser.add_argument("--size-mb", type=int, default=50, help="size of the layer v2 adds (50)")
     parser.add_argument("--forks", type=int, default=0, help="ansible forks (default: the number of nodes)")
