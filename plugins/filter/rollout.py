@@ -4,7 +4,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Filters for the rolling rollout: budgets, waves and the report.
+"""Filters for the rolling rollout: budgets and the report.
 
 Documented in the rollout_*.yml files next to this one. Pure functions, no I/O.
 """
@@ -97,67 +97,6 @@ def rollout_pool_budgets(hosts):
     return dict((pool, rollout_budget(raw[pool][0], size[pool])) for pool in raw)
 
 
-def _held_counts(held):
-    if held is None:
-        return {}
-    if isinstance(held, dict):
-        return held
-    if isinstance(held, (list, tuple)):
-        counts = {}
-        for pool in held:
-            counts[pool] = counts.get(pool, 0) + 1
-        return counts
-    raise AnsibleFilterError("rollout_next_wave: held must be a mapping of pool to count or a list of pools")
-
-
-def rollout_next_wave(pending, budgets, held=None, limit=None):
-    """The hosts that may start activating now.
-
-    ``pending``: hosts still to activate, in rollout order, each ``{host, pool}``.
-    ``budgets``: pool -> max_unavailable (int). ``held``: slots still held by hosts
-    that went down and never came back, as pool -> count or as a list with one pool
-    name per held slot. ``limit``: at most this many hosts in total (the canary), or
-    None. Pools are independent: each gets up to ``budget - held`` hosts, in the
-    order of ``pending``.
-    """
-    _check_hosts(pending, "rollout_next_wave")
-    held = _held_counts(held)
-    if limit is not None:
-        limit = int(limit)
-    free = {}
-    wave = []
-    for item in pending:
-        pool = item["pool"]
-        if pool not in free:
-            free[pool] = _budget_of(budgets, pool, "rollout_next_wave") - int(held.get(pool, 0))
-        if limit is not None and len(wave) >= limit:
-            break
-        if free[pool] > 0:
-            wave.append(item["host"])
-            free[pool] -= 1
-    return wave
-
-
-def rollout_waves(hosts, budgets, canary=0):
-    """The whole wave plan when every host succeeds: a list of lists of host names."""
-    _check_hosts(hosts, "rollout_waves")
-    pending = list(hosts)
-    canary = int(canary or 0)
-    waves = []
-    started = 0
-    while pending:
-        limit = canary - started if started < canary else None
-        wave = rollout_next_wave(pending, budgets, None, limit)
-        if not wave:
-            raise AnsibleFilterError("rollout_waves: pools %s have a budget of 0"
-                                     % ", ".join(sorted({i["pool"] for i in pending})))
-        waves.append(wave)
-        started += len(wave)
-        chosen = set(wave)
-        pending = [i for i in pending if i["host"] not in chosen]
-    return waves
-
-
 def _short(digest):
     if not digest:
         return "-"
@@ -194,11 +133,15 @@ def rollout_report_markdown(report):
         counts = pool.get("counts", {})
         cells = " | ".join(str(counts.get(s, 0)) for s in _STATUSES)
         lines.append("| %s | %s | %s | %s |" % (_cell(name), _cell(pool.get("max_unavailable")), pool.get("hosts", 0), cells))
-    waves = report.get("waves") or []
-    if waves:
-        lines += ["", "## Waves", ""]
-        for index, wave in enumerate(waves, 1):
-            lines.append("%d. %s" % (index, ", ".join(wave) if wave else "-"))
+    slots = report.get("slots") or []
+    if slots:
+        lines += ["", "## Budget slots", "",
+                  "In the order they were granted; a host holds its pool's slot from its grant until it is verified"
+                  " healthy, rolled back or known undisrupted, and a freed slot goes to the next waiting host.", ""]
+        for index, slot in enumerate(slots, 1):
+            lines.append("%d. %s (%s): %s to %s%s" % (
+                index, _cell(slot.get("host")), _cell(slot.get("pool")), _fmt_ts(slot.get("granted_at"), start),
+                _fmt_ts(slot.get("released_at"), start), ", still held" if slot.get("holds_slot") else ""))
     lines += ["", "## Hosts", "",
               "| host | pool | status | old | new | staged at | reboot start | reboot end | verified |"
               " rolled back | reason |",
@@ -219,16 +162,17 @@ _STATUSES = ("activated", "unchanged", "staged", "failed", "plan_failed", "stage
 # A host of the play that has no plan: it was unreachable, or its play stopped before the plan.
 NO_PLAN = "no plan: the host was unreachable, or its play stopped before the plan"
 
-_COLORS = {"stage": "#8ab4f8", "reboot": "#f28b82", "verify": "#81c995", "rollback": "#fbbc04"}
+_COLORS = {"slot": "#dadce0", "stage": "#8ab4f8", "reboot": "#f28b82", "verify": "#81c995", "rollback": "#fbbc04"}
 
 
 def rollout_timeline_svg(report, width=900):
-    """An SVG timeline: one row per host, bars for stage, reboot and verify (and rollback)."""
+    """An SVG timeline: one row per host, bars for its budget slot, stage, reboot and verify (and rollback)."""
     if not isinstance(report, dict) or "hosts" not in report:
         raise AnsibleFilterError("rollout_timeline_svg: the input must be a rollout report with 'hosts'")
     rows = report["hosts"]
     start = report.get("started_at")
-    keys = ("stage_start", "staged_at", "reboot_start", "reboot_end", "verified_at", "ended_at")
+    keys = ("stage_start", "staged_at", "granted_at", "released_at", "reboot_start", "reboot_end", "verified_at",
+            "ended_at")
     times = [float(r.get(k)) for r in rows for k in keys if r.get(k) is not None]
     start = float(start) if start is not None else (min(times) if times else 0.0)
     end = float(report.get("ended_at") or (max(times) if times else start + 1.0))
@@ -248,7 +192,11 @@ def rollout_timeline_svg(report, width=900):
         y = top + index * row_h
         label = (escape(str(row.get("host"))), escape(str(row.get("status"))))
         out.append('<text x="10" y="%d">%s (%s)</text>' % ((y + 14,) + label))
-        bars = (("stage", row.get("stage_start"), row.get("staged_at")),
+        # The slot: from its grant to its release (to the end of the run while it is still held).
+        slot_end = row.get("released_at") if row.get("released_at") is not None else (
+            end if row.get("granted_at") is not None and row.get("slot_held") else None)
+        bars = (("slot", row.get("granted_at"), slot_end),
+                ("stage", row.get("stage_start"), row.get("staged_at")),
                 ("reboot", row.get("reboot_start"), row.get("reboot_end")),
                 ("verify", row.get("reboot_end"), row.get("verified_at")),
                 ("rollback", row.get("rollback_start"), row.get("rollback_end")))
@@ -267,7 +215,7 @@ def rollout_timeline_svg(report, width=900):
         tick_x = left + plot * tick / 5.0
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%.0fs</text>' % (tick_x, axis_y + 15, t))
     legend_x = left
-    for name in ("stage", "reboot", "verify", "rollback"):
+    for name in ("slot", "stage", "reboot", "verify", "rollback"):
         out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
                    % (legend_x, axis_y + 22, _COLORS[name], legend_x + 14, axis_y + 31, name))
         legend_x += 90
@@ -293,7 +241,7 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
 
     Reads ``inventory_hostname``, ``__fleetos_rollout_plan`` (action, pool, image,
     target and old digests, reason), ``os_stage_result`` and ``os_activate_result``;
-    ``summary`` is ``os_activate_summary`` (waves, started, budgets, stop_reason).
+    ``summary`` is ``os_activate_summary`` (started, budgets, stop_reason, slots, records).
     A host without a plan is ``plan_failed``. With ``activate`` false (stage only), a
     host staged as planned is ``staged``, and a run that staged and failed nothing has
     the result ``staged``.
@@ -302,13 +250,15 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         raise AnsibleFilterError("rollout_report: the input must be a list of host variable mappings")
     summary = summary if isinstance(summary, dict) else {}
     started = set(summary.get("started") or [])
+    records = summary.get("records") if isinstance(summary.get("records"), dict) else {}
     rows = []
     for hv in hosts:
         plan = _get(hv, "__fleetos_rollout_plan") or {}
         host = plan.get("host") or hv.get("inventory_hostname")
         action = plan.get("action")
         stage = _get(hv, "os_stage_result") if action == "stage" else None
-        act = _get(hv, "os_activate_result") if host in started else None
+        # The record the slot book built; a host's fact where the summary has none.
+        act = (records.get(host) or _get(hv, "os_activate_result")) if host in started else None
         row = {
             "host": host, "pool": plan.get("pool"), "backend": plan.get("backend"), "image": plan.get("image"),
             "action": action, "old_digest": plan.get("old_digest"), "target_digest": plan.get("digest"),
@@ -316,6 +266,7 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
             "stage_start": None, "staged_at": None, "stage_changed": False, "fetched_blobs": 0,
             "reboot_start": None, "reboot_end": None, "verified": False, "verified_at": None,
             "rolled_back": False, "rollback_start": None, "rollback_end": None, "slot_held": False,
+            "granted_at": None, "released_at": None,
         }
         if stage:
             row.update(stage_start=_num(stage.get("stage_start")), staged_at=_num(stage.get("staged_at")),
@@ -333,7 +284,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
             row.update(reboot_start=_num(act.get("reboot_start")), reboot_end=_num(act.get("reboot_end")),
                        verified_at=_num(act.get("verified_at")), rolled_back=bool(act.get("rolled_back")),
                        rollback_start=_num(act.get("rollback_start")), rollback_end=_num(act.get("rollback_end")),
-                       slot_held=bool(act.get("holds_slot")))
+                       slot_held=bool(act.get("holds_slot")), granted_at=_num(act.get("granted_at")),
+                       released_at=_num(act.get("released_at")))
             row["verified"] = row["verified_at"] is not None
             if act.get("old_digest"):
                 row["old_digest"] = act.get("old_digest")
@@ -379,7 +331,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         # None when the run did not stop (ansible-core before 2.19 renders an unset reason as "").
         "stop_reason": summary.get("stop_reason") or None,
         "max_failures": summary.get("max_failures"),
-        "waves": summary.get("waves") or [],
+        "slots": summary.get("slots") or [],
+        "most_held": summary.get("most_held") or {},
         "pools": pools,
         "counts": dict((s, sum(1 for r in rows if r["status"] == s)) for s in _STATUSES),
         "reboots": sum(1 for r in rows if r["reboot_start"] is not None)
@@ -394,10 +347,8 @@ class FilterModule:
     def filters(self):
         return {
             "rollout_budget": rollout_budget,
-            "rollout_next_wave": rollout_next_wave,
             "rollout_pool_budgets": rollout_pool_budgets,
             "rollout_report": rollout_report,
-            "rollout_waves": rollout_waves,
             "rollout_report_markdown": rollout_report_markdown,
             "rollout_timeline_svg": rollout_timeline_svg,
         }

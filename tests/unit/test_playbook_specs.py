@@ -108,7 +108,7 @@ class Chain:
         """(variable, where, option spec) for each role or module option a variable is the default of."""
         found = []
         for role in self.roles:
-            options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+            options = role_options(role)
             for option, value in load(REPO / "roles" / role / "defaults" / "main.yml").items():
                 if isinstance(value, str) and passes(value):
                     found.append((FED_BY.match(value).group(1), "%s.%s" % (role, option), options[option]))
@@ -124,11 +124,19 @@ class Chain:
                                 found.append((FED_BY.match(value).group(1), "%s.%s" % (key, option), options[option]))
                 if "ansible.builtin.include_role" in task:
                     role = ROLE.match(task["ansible.builtin.include_role"]["name"]).group(1)
-                    options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+                    options = role_options(role)
                     for option, value in (task.get("vars") or {}).items():
                         if isinstance(value, str) and passes(value) and option in options:
                             found.append((FED_BY.match(value).group(1), "%s.%s" % (role, option), options[option]))
         return found
+
+
+def role_options(role):
+    """The options of every entry point of a role's argument spec (main, and tasks_from ones)."""
+    options = {}
+    for entry_point in load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"].values():
+        options.update((entry_point or {}).get("options") or {})
+    return options
 
 
 def passes(value):

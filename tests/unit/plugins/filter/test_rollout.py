@@ -53,60 +53,6 @@ def test_rollout_budget_rejects(value):
         rollout.rollout_budget(value, 10)
 
 
-@pytest.mark.parametrize(
-    ("pending", "budgets", "held", "limit", "expected"),
-    [
-        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, None, None, ["n1", "n2", "n4"]),
-        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, {"a": 1}, None, ["n1", "n4"]),
-        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, ["a", "a"], None, ["n4"]),
-        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, ["a", "a", "b"], None, []),
-        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, None, 1, ["n1"]),
-        ("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, None, 0, []),
-        ("b:n4 a:n1,n2", {"a": 5, "b": 5}, None, None, ["n4", "n1", "n2"]),
-        ("", {}, None, None, []),
-    ],
-)
-def test_rollout_next_wave(pending, budgets, held, limit, expected):
-    assert rollout.rollout_next_wave(hosts(pending), budgets, held=held, limit=limit) == expected
-
-
-def test_rollout_next_wave_unknown_pool():
-    with pytest.raises(AnsibleFilterError, match="no budget for pool 'c'"):
-        rollout.rollout_next_wave(hosts("c:n1"), {"a": 1})
-
-
-@pytest.mark.parametrize("bad", [[{"host": "n1"}], "n1", [["n1", "a"]]])
-def test_rollout_next_wave_bad_input(bad):
-    with pytest.raises(AnsibleFilterError, match="rollout_next_wave"):
-        rollout.rollout_next_wave(bad, {"a": 1})
-
-
-@pytest.mark.parametrize(
-    ("spec", "budgets", "canary", "expected"),
-    [
-        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 2, "b": 1}, 0, [["n1", "n2", "n4"], ["n3", "n5"], ["n6"]]),
-        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 3, "b": 3}, 0, [["n1", "n2", "n3", "n4", "n5", "n6"]]),
-        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 2, "b": 1}, 1, [["n1"], ["n2", "n3", "n4"], ["n5"], ["n6"]]),
-        ("a:n1,n2,n3 b:n4,n5,n6", {"a": 2, "b": 2}, 3, [["n1", "n2", "n4"], ["n3", "n5", "n6"]]),
-        ("a:n1,n2,n3", {"a": 1}, 0, [["n1"], ["n2"], ["n3"]]),
-    ],
-)
-def test_rollout_waves(spec, budgets, canary, expected):
-    waves = rollout.rollout_waves(hosts(spec), budgets, canary=canary)
-    assert waves == expected
-    # Every host once, and no wave over a pool's budget.
-    pool_of = {i["host"]: i["pool"] for i in hosts(spec)}
-    assert sorted(h for w in waves for h in w) == sorted(pool_of)
-    for wave in waves:
-        for pool, budget in budgets.items():
-            assert sum(1 for h in wave if pool_of[h] == pool) <= budget
-
-
-def test_rollout_waves_zero_budget():
-    with pytest.raises(AnsibleFilterError, match="pools a have a budget of 0"):
-        rollout.rollout_waves(hosts("a:n1"), {"a": 0})
-
-
 def test_rollout_pool_budgets():
     items = [dict(h, max_unavailable="50%") for h in hosts("a:n1,n2,n3,n4")]
     items += [dict(h, max_unavailable=1) for h in hosts("b:n5,n6")]
@@ -157,7 +103,7 @@ def _fleet():
 
 
 def test_rollout_report():
-    summary = {"started": ["n1", "n2", "n3", "n8"], "waves": [["n1", "n3"], ["n2", "n8"]],
+    summary = {"started": ["n1", "n2", "n3", "n8"],
                "budgets": {"a": 1, "b": 1, "c": 1}, "stop_reason": "2 activation(s) failed", "max_failures": 2}
     report = rollout.rollout_report(_fleet(), summary, started_at=90, ended_at=140, started_at_text="t0")
     status = {r["host"]: r["status"] for r in report["hosts"]}
@@ -180,12 +126,13 @@ def test_rollout_report():
 
 def test_rollout_report_success_and_render():
     fleet = _fleet()[:1] + _fleet()[5:6]
-    report = rollout.rollout_report(fleet, {"started": ["n1"], "waves": [["n1"]], "budgets": {"a": 1}},
+    slots = [{"host": "n1", "pool": "a", "granted_at": 112.0, "released_at": 127.0, "holds_slot": False}]
+    report = rollout.rollout_report(fleet, {"started": ["n1"], "slots": slots, "budgets": {"a": 1}},
                                     started_at=90, ended_at=140, started_at_text="t0")
-    assert report["result"] == "success" and report["stop_reason"] is None
+    assert report["result"] == "success" and report["stop_reason"] is None and report["slots"] == slots
     text = rollout.rollout_report_markdown(report)
     assert "| n1 | a | activated | aaaaaaaaaaaa | bbbbbbbbbbbb | +20.0s | +30.0s | +35.0s | +37.0s | no |" in text
-    assert "1. n1" in text
+    assert "1. n1 (a): +22.0s to +37.0s" in text
     svg = rollout.rollout_timeline_svg(report)
     root = ET.fromstring(svg)
     rects = [e for e in root.iter("{http://www.w3.org/2000/svg}rect") if e.find("{http://www.w3.org/2000/svg}title") is not None]
@@ -204,8 +151,7 @@ def test_render_rejects_non_report(func):
 
 def test_filters_registered():
     names = set(rollout.FilterModule().filters())
-    assert names == {"rollout_budget", "rollout_next_wave", "rollout_pool_budgets", "rollout_waves",
-                     "rollout_report", "rollout_report_markdown", "rollout_timeline_svg"}
+    assert names == {"rollout_budget", "rollout_pool_budgets", "rollout_report", "rollout_report_markdown", "rollout_timeline_svg"}
 
 
 def test_a_failed_plan_and_a_host_without_a_plan_are_plan_failed():
@@ -225,7 +171,7 @@ def test_a_failed_plan_and_a_host_without_a_plan_are_plan_failed():
 def test_stage_only_reports_staged_hosts_and_the_result_staged():
     fleet = _fleet()
     staged_only = [fleet[3], fleet[5]]  # n4 staged and not activated, n6 unchanged
-    report = rollout.rollout_report(staged_only, {"started": [], "waves": []}, activate=False)
+    report = rollout.rollout_report(staged_only, {"started": []}, activate=False)
     rows = {r["host"]: r for r in report["hosts"]}
     assert (rows["n4"]["status"], report["result"], report["counts"]["staged"]) == ("staged", "staged", 1)
     assert "activation was not requested" in rows["n4"]["reason"]
@@ -238,7 +184,7 @@ def test_stage_only_reports_staged_hosts_and_the_result_staged():
 
 def test_a_run_stopped_after_its_verified_canary_is_canary_verified():
     fleet = _fleet()
-    canary = {"started": ["n1"], "waves": [["n1"]], "stop_reason": "the canary batch (n1) is verified healthy",
+    canary = {"started": ["n1"], "stop_reason": "the canary batch (n1) is verified healthy",
               "canary_verified": "True"}
     report = rollout.rollout_report([fleet[0], fleet[3], fleet[5]], canary, rollout="r-9")
     rows = {r["host"]: r for r in report["hosts"]}
@@ -252,5 +198,5 @@ def test_a_run_stopped_after_its_verified_canary_is_canary_verified():
 def test_an_unset_stop_reason_rendered_as_empty_text_is_none():
     """ansible-core before 2.19 renders the role's unset stop reason as "": the report says None, as on 2.19."""
     fleet = _fleet()[:1]
-    report = rollout.rollout_report(fleet, {"started": ["n1"], "waves": [["n1"]], "budgets": {"a": 1}, "stop_reason": ""})
+    report = rollout.rollout_report(fleet, {"started": ["n1"], "budgets": {"a": 1}, "stop_reason": ""})
     assert report["result"] == "success" and report["stop_reason"] is None

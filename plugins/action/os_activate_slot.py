@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Action plugin of fleetos.layering.os_activate_slot (documented in plugins/modules/os_activate_slot.py).
+
+The budget slots of one activation run live in a book on the controller
+(plugin_utils/_slots.py), shared by every fork of the run under a file lock. With a
+FleetLock URL the slot is also taken from FleetLock, by the host itself (the uri module
+runs on the host, as Zincati calls it), so that other controllers and sliced jobs share
+the budget.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+
+OPS = ("open", "acquire", "event", "fail", "release", "unlock", "canary", "close")
+
+ARGUMENT_SPEC = {
+    "op": {"type": "str", "required": True, "choices": list(OPS)},
+    "book": {"type": "path"},
+    "host": {"type": "str"},
+    "hosts": {"type": "list", "elements": "dict"},
+    "budgets": {"type": "dict"},
+    "max_failures": {"type": "int", "default": 1},
+    "canary": {"type": "int", "default": 0},
+    "stop_after_canary": {"type": "bool", "default": False},
+    "mode": {"type": "str", "default": "finalize", "choices": list(_slots.MODES)},
+    "target_digest": {"type": "str"},
+    "old_digest": {"type": "str"},
+    "timeout": {"type": "int", "default": 3600},
+    "poll_interval": {"type": "float", "default": 0.25},
+    "event": {"type": "str", "choices": list(_slots.EVENTS)},
+    "status": {"type": "dict"},
+    "task": {"type": "str"},
+    "result": {"type": "dict"},
+    "rollback": {"type": "bool", "default": True},
+    "reboot": {"type": "dict"},
+    "probe": {"type": "dict"},
+    "reboot_timeout": {"type": "int", "default": 600},
+    "fleetlock_url": {"type": "str"},
+    "fleetlock_group": {"type": "str"},
+    "fleetlock_id": {"type": "str"},
+    "fleetlock_timeout": {"type": "int", "default": 600},
+    "fleetlock_retry_delay": {"type": "float", "default": 5},
+}
+REQUIRED_IF = [
+    ("op", "open", ("hosts", "budgets")),
+    ("op", "acquire", ("book", "target_digest")),
+    ("op", "event", ("book", "event")),
+    ("op", "fail", ("book",)),
+    ("op", "release", ("book",)),
+    ("op", "unlock", ("fleetlock_url",)),
+    ("op", "canary", ("book",)),
+    ("op", "close", ("book",)),
+]
+
+
+class ActionModule(ActionBase):
+    """Take, record and free the budget slots of an activation."""
+
+    TRANSFERS_FILES = False
+    _clock = staticmethod(time.time)
+    _sleep = staticmethod(time.sleep)
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = True
+        result = super().run(tmp, task_vars)
+        del tmp
+        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF)
+        del validation
+        args = dict(args)
+        args["host"] = args["host"] or (task_vars or {}).get("inventory_hostname")
+        try:
+            result.update(getattr(self, "_op_" + args["op"])(args, task_vars or {}))
+        except _slots.SlotError as exc:
+            result.update(failed=True, msg="The budget slot operation %s failed: %s." % (args["op"], exc))
+        result.setdefault("changed", False)
+        return result
+
+    # -- FleetLock, called from the host -------------------------------------------------
+
+    def _fleetlock(self, op, args, task_vars):
+        """POST /v1/<op> from the host: -> (ok, status)."""
+        # The uri module runs on the host: connect to it first (this action needs no connection itself).
+        res = self._execute_module(module_name="ansible.legacy.uri", task_vars=task_vars, module_args={
+            "url": "%s/v1/%s" % (args["fleetlock_url"].rstrip("/"), op), "method": "POST",
+            "headers": {"fleet-lock-protocol": "true"}, "body_format": "json",
+            "body": {"client_params": {"id": args["fleetlock_id"] or args["host"],
+                                       "group": args["fleetlock_group"] or "default"}},
+            "status_code": [200],
+        })
+        return res.get("status") == 200, res.get("status")
+
+    # -- the operations ------------------------------------------------------------------
+
+    def _op_open(self, args, task_vars):
+        book = _slots.new_book(args["hosts"], args["budgets"], args["max_failures"], args["canary"], self._clock())
+        path = _slots.create_book_file(book)
+        return {"book": path, "canary": book["canary"], "budgets": _slots.summary(book)["budgets"]}
+
+    def _op_acquire(self, args, task_vars):
+        host = args["host"]
+        deadline = self._clock() + args["timeout"]
+        while True:
+            with _slots.locked_book(args["book"]) as book:
+                answer, reason = _slots.try_acquire(book, host, self._clock())
+                if answer == "wait" and self._clock() >= deadline:
+                    pool = book["hosts"][host]["pool"]
+                    reason = "no budget slot of pool %s was freed within %s s (held by %s)" % (
+                        pool, args["timeout"], ", ".join(_slots.holders(book, pool)) or "nobody")
+                    _slots.give_back(book, host, reason, self._clock())
+                    answer = "refused"
+            if answer != "wait":
+                break
+            self._sleep(args["poll_interval"])
+        if answer != "granted":
+            return {"granted": False, "reason": reason}
+        locked = False
+        if args["fleetlock_url"]:
+            locked, reason = self._fleetlock_slot(args, task_vars)
+            if not locked:
+                with _slots.locked_book(args["book"]) as book:
+                    _slots.give_back(book, host, reason, self._clock(), stop=reason)
+                return {"granted": False, "reason": reason}
+        with _slots.locked_book(args["book"]) as book:
+            book["hosts"][host]["locked"] = locked
+            record = _slots.new_record(book, host, args["mode"], args["target_digest"], args["old_digest"],
+                                       fleetlock=bool(args["fleetlock_url"]))
+        return {"granted": True, "reason": None, "changed": locked, "ansible_facts": {"os_activate_result": record}}
+
+    def _fleetlock_slot(self, args, task_vars):
+        """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
+        deadline = self._clock() + args["fleetlock_timeout"]
+        status = None
+        while True:
+            ok, status = self._fleetlock("pre-reboot", args, task_vars)
+            if ok:
+                return True, None
+            if self._clock() + args["fleetlock_retry_delay"] > deadline:
+                return False, "FleetLock gave no slot within %s s (%s refused, last answer %s)" % (
+                    args["fleetlock_timeout"], args["host"], status)
+            self._sleep(args["fleetlock_retry_delay"])
+
+    def _op_event(self, args, task_vars):
+        with _slots.locked_book(args["book"]) as book:
+            record = _slots.record_event(book, args["host"], args["event"], self._clock(), args["status"])
+        return {"ansible_facts": {"os_activate_result": record}}
+
+    def _op_fail(self, args, task_vars):
+        with _slots.locked_book(args["book"]) as book:
+            record, roll_back = _slots.record_failure(
+                book, args["host"], args["task"], args["result"], self._clock(), rollback=args["rollback"],
+                reboot=args["reboot"], probe=args["probe"], reboot_timeout=args["reboot_timeout"])
+        return {"roll_back": roll_back, "ansible_facts": {"os_activate_result": record}}
+
+    def _op_release(self, args, task_vars):
+        with _slots.locked_book(args["book"]) as book:
+            record = _slots.record_of(book, args["host"])
+            unlock = book["hosts"][args["host"]]["locked"] and not record["holds_slot"]
+        unlocked = False
+        if unlock:
+            # steady-state frees the host's FleetLock slot; tried three times, as a reboot manager does.
+            for attempt in range(3):
+                unlocked = self._fleetlock("steady-state", args, task_vars)[0]
+                if unlocked:
+                    break
+                if attempt < 2:
+                    self._sleep(args["fleetlock_retry_delay"])
+        with _slots.locked_book(args["book"]) as book:
+            if unlock and not unlocked:
+                record = _slots.record_of(book, args["host"])
+                record.update(status="failed", reason="%s; FleetLock steady-state failed: its FleetLock slot stays"
+                              " taken" % (record.get("reason") or "activated"))
+            record = _slots.release(book, args["host"], self._clock())
+            book["hosts"][args["host"]]["locked"] = unlock and not unlocked
+        return {"unlocked": unlocked, "changed": unlocked, "ansible_facts": {"os_activate_result": record}}
+
+    def _op_unlock(self, args, task_vars):
+        unlocked, status = self._fleetlock("steady-state", args, task_vars)
+        if not unlocked:
+            return {"failed": True, "msg": "FleetLock steady-state for %s failed with status %s."
+                    % (args["fleetlock_id"] or args["host"], status)}
+        return {"unlocked": True, "changed": True}
+
+    def _op_canary(self, args, task_vars):
+        with _slots.locked_book(args["book"]) as book:
+            stop = _slots.close_canary(book, args["stop_after_canary"])
+            verified = book["canary_verified"]
+        return {"stop_reason": stop, "canary_verified": verified}
+
+    def _op_close(self, args, task_vars):
+        with _slots.locked_book(args["book"]) as book:
+            summary = _slots.summary(book)
+            summary["most_held"] = _slots.most_held(book)
+        _slots.remove_book_file(args["book"])
+        return {"ansible_facts": {"os_activate_summary": summary}}

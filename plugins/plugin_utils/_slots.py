@@ -1,0 +1,442 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private plugin_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""The budget slots of an activation: who holds a slot, who failed, when to stop.
+
+A *book* is a JSON-serialisable mapping kept in one file on the controller for one run
+(``BookFile``); every fork of the run reads and writes it under an exclusive file lock,
+so the forks share one counting semaphore per pool. A host activates as soon as its pool
+has a free slot: a slot freed is a slot taken (no waves). The functions below are pure:
+they take the book and ``now`` and change the book; the action plugin
+``fleetos.layering.os_activate_slot`` calls them under the lock.
+
+Host states: ``queued`` (not asked yet), ``waiting`` (asked, no free slot yet),
+``holding`` (has a slot), ``done`` (released its slot), ``lost`` (finished but keeps its
+slot: it went down and did not come back, or its rollback failed), ``not_activated``
+(never got a slot: the run stopped, FleetLock gave none, or every slot of its pool is
+held by lost hosts).
+
+Each host's activation record (``os_activate_result``) is built here, in one place, by
+``new_record``, ``record_event`` and ``record_failure``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+
+VERSION = 1
+STATES = ("queued", "waiting", "holding", "done", "lost", "not_activated")
+# The phases of an activation, as far as it got: a failure is handled by the phase.
+PHASES = ("prepare", "reboot", "verify", "health", "post", "rollback")
+EVENTS = ("reboot_start", "reboot_end", "booted", "verified", "rollback_start", "rolled_back")
+MODES = ("finalize", "rollback", "verify")
+ERROR_MAX = 300
+
+
+class SlotError(Exception):
+    """A request the book cannot take: names the field or the host and the cause."""
+
+
+def _int(value, name, minimum):
+    if isinstance(value, bool):
+        raise SlotError("%s must be a whole number, not %r" % (name, value))
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise SlotError("%s must be a whole number, not %r" % (name, value))
+    if number < minimum:
+        raise SlotError("%s must be at least %d, not %r" % (name, minimum, value))
+    return number
+
+
+def new_book(hosts, budgets, max_failures, canary=0, now=0.0):
+    """A book for ``hosts`` (``[{host, pool}]`` in rollout order) and ``budgets`` (pool -> slots).
+
+    The first ``canary`` hosts are the canary batch. Once ``max_failures`` activations
+    failed, no new slot is granted.
+    """
+    if not isinstance(hosts, (list, tuple)):
+        raise SlotError("hosts must be a list of {host, pool} mappings, not %r" % (hosts,))
+    if not isinstance(budgets, dict):
+        raise SlotError("budgets must be a mapping of pool to a count of slots, not %r" % (budgets,))
+    book = {
+        "version": VERSION, "opened_at": float(now), "order": [], "hosts": {}, "pools": {},
+        "max_failures": _int(max_failures, "max_failures", 1), "canary": [], "canary_verified": False,
+        "stop": None, "blocked": {}, "grants": [], "records": {},
+    }
+    for item in hosts:
+        if not isinstance(item, dict) or not item.get("host") or item.get("pool") in (None, ""):
+            raise SlotError("every host must be a mapping with host and pool, not %r" % (item,))
+        host, pool = str(item["host"]), str(item["pool"])
+        if host in book["hosts"]:
+            raise SlotError("host %s is given twice" % host)
+        if pool not in budgets:
+            raise SlotError("pool %s of host %s has no budget" % (pool, host))
+        book["pools"].setdefault(pool, {"budget": _int(budgets[pool], "the budget of pool %s" % pool, 0)})
+        book["order"].append(host)
+        book["hosts"][host] = {"pool": pool, "state": "queued", "locked": False,
+                               "asked_at": None, "granted_at": None, "released_at": None}
+    book["canary"] = book["order"][:_int(canary or 0, "canary", 0)]
+    return book
+
+
+def _host(book, host):
+    try:
+        return book["hosts"][host]
+    except KeyError:
+        raise SlotError("host %s is not one of the hosts to activate" % host)
+
+
+def _pool_hosts(book, pool, states):
+    return [h for h in book["order"] if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] in states]
+
+
+def _give_up(book, host, reason, now):
+    entry = book["hosts"][host]
+    entry.update(state="not_activated", released_at=float(now), reason=reason)
+    return "refused", reason
+
+
+def try_acquire(book, host, now):
+    """Ask for a slot of the host's pool: -> (answer, reason).
+
+    ``answer`` is ``granted`` (the host holds a slot now, or held it already: a slot
+    is recursive), ``wait`` (no free slot yet: ask again) or ``refused`` (no slot will
+    come: the run stopped, or every slot of the pool is held by hosts that did not come
+    back). Free slots go to the waiting hosts of the pool in rollout order.
+    """
+    entry = _host(book, host)
+    state = entry["state"]
+    if state == "holding":
+        return "granted", None
+    if state in ("done", "lost", "not_activated"):
+        return "refused", entry.get("reason") or "host %s was activated already in this run" % host
+    if _check_stop(book):
+        return _give_up(book, host, book["stop"], now)
+    pool = entry["pool"]
+    budget = book["pools"][pool]["budget"]
+    lost = _pool_hosts(book, pool, ("lost",))
+    if budget == 0 or len(lost) >= budget:
+        reason = ("pool %s has a budget of 0 slots" % pool if budget == 0 else
+                  "no free budget slot in pool %s: %d slot(s) held by hosts that did not come back (%s)"
+                  % (pool, len(lost), ", ".join(lost)))
+        book["blocked"][pool] = reason
+        return _give_up(book, host, reason, now)
+    if state == "queued":
+        entry.update(state="waiting", asked_at=float(now))
+    free = budget - len(_pool_hosts(book, pool, ("holding", "lost")))
+    if free > 0 and host in _pool_hosts(book, pool, ("waiting",))[:free]:
+        entry.update(state="holding", granted_at=float(now))
+        book["grants"].append(host)
+        return "granted", None
+    return "wait", None
+
+
+def give_back(book, host, reason, now, stop=None):
+    """A host that got its slot but will not activate (FleetLock gave none): free it."""
+    entry = _host(book, host)
+    if stop and not book["stop"]:
+        book["stop"] = stop
+    entry.update(state="not_activated", released_at=float(now), reason=reason)
+    if host in book["grants"]:
+        book["grants"].remove(host)
+
+
+def holders(book, pool):
+    """The hosts that hold a slot of ``pool``, lost ones included, in rollout order."""
+    return _pool_hosts(book, pool, ("holding", "lost"))
+
+
+# --- the activation record ------------------------------------------------------------
+
+def new_record(book, host, mode, target_digest, old_digest=None, fleetlock=False):
+    """Start the record of a host that was granted a slot (phase prepare)."""
+    entry = _host(book, host)
+    if mode not in MODES:
+        raise SlotError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
+    record = {
+        "host": host, "pool": entry["pool"], "mode": mode, "status": "started", "phase": "prepare",
+        "holds_slot": True, "target_digest": target_digest, "old_digest": old_digest or None,
+        "booted_digest": None, "granted_at": entry["granted_at"], "activate_start": entry["granted_at"],
+        "reboot_start": None, "reboot_end": None, "verified_at": None, "released_at": None,
+        "rolled_back": False, "rollback_start": None, "rollback_end": None,
+        "fleetlock": bool(fleetlock), "failed": False, "reason": None,
+    }
+    book["records"][host] = record
+    return record
+
+
+def record_of(book, host):
+    try:
+        return book["records"][host]
+    except KeyError:
+        raise SlotError("host %s holds no slot: take one first" % host)
+
+
+def _image_digest(deployment):
+    if isinstance(deployment, dict) and isinstance(deployment.get("image"), dict):
+        return deployment["image"].get("digest") or None
+    return None
+
+
+def _deployment(status, role):
+    """The ``booted``/``rollback`` deployment of an os_info result, or None."""
+    if isinstance(status, dict):
+        value = status.get(role)
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def record_event(book, host, event, now, status=None):
+    """Record ``event`` of the host's activation; ``status`` is an os_info result where one is read.
+
+    reboot_start: the reboot begins (the booted digest of ``status``, read before it, is the
+    previous one); reboot_end: the host is back (mode verify: nothing was rebooted);
+    booted: ``status`` read after the reboot gives the booted digest, and the phase moves to
+    health only when it is the target; verified: healthy, the slot is to be freed;
+    rollback_start / rolled_back: the rollback of a failed host (``status`` read after it).
+    """
+    record = record_of(book, host)
+    if event not in EVENTS:
+        raise SlotError("event must be one of %s, not %r" % (", ".join(EVENTS), event))
+    now = float(now)
+    if event == "reboot_start":
+        record.update(phase="reboot", reboot_start=now)
+        if status is not None:
+            record["old_digest"] = _image_digest(_deployment(status, "booted"))
+    elif event == "reboot_end":
+        record.update(phase="verify", reboot_end=None if record["mode"] == "verify" else now)
+    elif event == "booted":
+        record["booted_digest"] = _image_digest(_deployment(status, "booted"))
+        if record["mode"] == "verify":
+            # Booted on the target by a killed rollout: the one to roll back to is the previous one.
+            record["old_digest"] = _image_digest(_deployment(status, "rollback"))
+        record["phase"] = "health" if record["booted_digest"] == record["target_digest"] else "verify"
+    elif event == "verified":
+        record.update(phase="post", status="activated", holds_slot=False, verified_at=now)
+    elif event == "rollback_start":
+        record.update(phase="rollback", rollback_start=now)
+    else:
+        booted = _image_digest(_deployment(status, "booted"))
+        record.update(status="failed", holds_slot=False, rolled_back=True, rollback_end=now, booted_digest=booted,
+                      reason="%s; rolled back to %s" % (record.get("reason") or "failed", record["old_digest"]))
+    return record
+
+
+def failure_text(phase, task, result):
+    """``phase: task: message (rc=N)``, on one line, the message cut to ERROR_MAX characters."""
+    result = result if isinstance(result, dict) else {}
+    msg = " ".join(str(result.get("msg") or "failed").split())[:ERROR_MAX]
+    text = "%s: %s: %s" % (phase, task or "task", msg)
+    if result.get("rc") is not None:
+        text += " (rc=%s)" % result["rc"]
+    return text
+
+
+def went_down(reboot, probe):
+    """Whether a host whose reboot task failed went down: the probe of its boot id after the
+    failure did not answer, failed, or printed another boot id than the one read before."""
+    probe = probe if isinstance(probe, dict) else {}
+    if probe.get("unreachable") or probe.get("failed") or probe.get("skipped"):
+        return True
+    before = (reboot or {}).get("boot_id_before") if isinstance(reboot, dict) else None
+    if before in (None, ""):
+        return False
+    lines = [line.strip() for line in str(probe.get("stdout") or "").splitlines() if line.strip()]
+    return (lines[-1] if lines else "") != str(before).strip()
+
+
+def record_failure(book, host, task, result, now, rollback=True, reboot=None, probe=None, reboot_timeout=None):
+    """Record that the host's activation failed in its current phase: -> (record, roll_back).
+
+    prepare, post: the host was not disrupted, or is on its target and healthy: failed, the
+    slot is freed. reboot: failed; it keeps its slot when it went down and did not come back
+    (``went_down``), else the reboot never started. verify, health: to be rolled back when
+    ``rollback`` (``roll_back`` is then True and the record says so once ``rolled_back`` is
+    recorded), else failed and freed. rollback: the rollback failed too: failed, keeps its slot.
+    """
+    record = record_of(book, host)
+    phase = record["phase"]
+    error = failure_text(phase, task, result)
+    now = float(now)
+    roll_back = False
+    # Failed, whatever follows (a rollback): counts towards max_failures from now on.
+    record["failed"] = True
+    if phase == "reboot":
+        if went_down(reboot, probe):
+            record.update(status="failed", holds_slot=True, reason="did not come back within %s s; its budget slot"
+                          " stays taken (%s)" % (reboot_timeout, error))
+        else:
+            record.update(status="failed", holds_slot=False, reason="the reboot did not start: %s" % error)
+    elif phase in ("verify", "health") and rollback:
+        record.update(reason=error)
+        roll_back = True
+    elif phase == "rollback":
+        record.update(status="failed", holds_slot=True, rolled_back=False, rollback_end=now,
+                      reason="%s; the rollback failed too: %s" % (record.get("reason") or "failed",
+                                                                 failure_text("rollback", task, result)))
+    else:
+        record.update(status="failed", holds_slot=False, reason=error)
+    return record, roll_back
+
+
+def release(book, host, now):
+    """The host is done: free its slot unless its record keeps it; count a failure.
+
+    Once the failures reach max_failures the run stops: no new slot is granted.
+    """
+    entry = _host(book, host)
+    record = record_of(book, host)
+    if record["status"] == "started":
+        # Ended without a verdict (a task the role does not own left the play): keep the slot.
+        record.update(status="failed", holds_slot=True,
+                      reason=record.get("reason") or "the activation ended in phase %s" % record["phase"])
+    now = float(now)
+    entry["state"] = "lost" if record["holds_slot"] else "done"
+    entry["released_at"] = None if record["holds_slot"] else now
+    record["released_at"] = entry["released_at"]
+    _check_stop(book)
+    return record
+
+
+def _check_stop(book):
+    """Stop the run once max_failures activations failed: -> the stop reason, or None."""
+    failed = failed_hosts(book)
+    if len(failed) >= book["max_failures"] and not book["stop"]:
+        book["stop"] = "%d activation(s) failed (%s), max_failures is %d" % (
+            len(failed), ", ".join(failed), book["max_failures"])
+    return book["stop"]
+
+
+def failed_hosts(book):
+    """The hosts whose activation failed, in grant order; a host being rolled back counts already."""
+    return [h for h in book["grants"]
+            if book["records"].get(h, {}).get("status") == "failed" or book["records"].get(h, {}).get("failed")]
+
+
+def close_canary(book, stop_after=False):
+    """The canary batch is over: stop when one of it failed, or (``stop_after``) when it is
+    verified and the run is to end there. -> the stop reason, or None to go on."""
+    canary = [h for h in book["canary"] if h in book["grants"]]
+    failed = [h for h in failed_hosts(book) if h in book["canary"]]
+    if failed:
+        book["stop"] = "the canary batch failed (%s)" % ", ".join(failed)
+    elif canary and stop_after and not book["stop"]:
+        book["stop"] = ("the canary batch (%s) is verified healthy; os_activate_stop_after_canary ends the run here,"
+                        " a rerun continues with the other hosts" % ", ".join(canary))
+        book["canary_verified"] = True
+    return book["stop"]
+
+
+def summary(book):
+    """``os_activate_summary``: budgets, max_failures, started (in grant order), failed,
+    not_activated, stop_reason, canary_verified, slots (each grant with its hold time) and
+    records (each host's ``os_activate_result``)."""
+    blocked = [book["blocked"][pool] for pool in sorted(book["blocked"])]
+    slots = []
+    for host in book["grants"]:
+        entry = book["hosts"][host]
+        record = book["records"].get(host, {})
+        slots.append({"host": host, "pool": entry["pool"], "granted_at": entry["granted_at"],
+                      "released_at": entry["released_at"], "holds_slot": entry["state"] in ("holding", "lost"),
+                      "status": record.get("status")})
+    return {
+        "budgets": dict((pool, book["pools"][pool]["budget"]) for pool in sorted(book["pools"])),
+        "max_failures": book["max_failures"],
+        "started": list(book["grants"]),
+        "failed": failed_hosts(book),
+        "not_activated": [h for h in book["order"] if h not in book["grants"]],
+        "stop_reason": book["stop"] or ("; ".join(blocked) if blocked else None),
+        "canary": list(book["canary"]),
+        "canary_verified": bool(book["canary_verified"]),
+        "slots": slots,
+        "records": dict((h, book["records"][h]) for h in book["grants"] if h in book["records"]),
+    }
+
+
+def most_held(book):
+    """Pool -> the most slots held at once, from the grant and release times (for tests and
+    benches: never above the budget)."""
+    result = {}
+    for pool in book["pools"]:
+        points = []
+        for host in book["grants"]:
+            entry = book["hosts"][host]
+            if entry["pool"] != pool:
+                continue
+            points.append((entry["granted_at"], 1))
+            if entry["released_at"] is not None:
+                points.append((entry["released_at"], -1))
+        held = top = 0
+        for _, step in sorted(points, key=lambda p: (p[0], p[1])):
+            held += step
+            top = max(top, held)
+        result[pool] = top
+    return result
+
+
+# --- the book's file ------------------------------------------------------------------
+
+def create_book_file(book, directory=None):
+    """Write ``book`` to a new file, private to this user, in a new private directory: -> its path."""
+    folder = tempfile.mkdtemp(prefix="fleetos-slots-", dir=directory)
+    path = os.path.join(folder, "book.json")
+    _write(path, book)
+    return path
+
+
+def _write(path, book):
+    fd, tmp = tempfile.mkstemp(prefix=".book-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(book, handle, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def locked_book(path):
+    """Read the book under an exclusive lock; what the block changes is written back."""
+    try:
+        lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise SlotError("the slot book %s cannot be locked: %s" % (path, exc.strerror))
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(path) as handle:
+                book = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
+        if not isinstance(book, dict) or book.get("version") != VERSION:
+            raise SlotError("the slot book %s is not a book of this collection's version" % path)
+        before = json.dumps(book, sort_keys=True)
+        yield book
+        if json.dumps(book, sort_keys=True) != before:
+            _write(path, book)
+    finally:
+        os.close(lock)
+
+
+def remove_book_file(path):
+    """Remove the book, its lock and its directory (when the directory is the book's own)."""
+    for name in (path, path + ".lock"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+    folder = os.path.dirname(path)
+    if os.path.basename(folder).startswith("fleetos-slots-"):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)

@@ -1,0 +1,113 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the os_activate_slot action plugin: a book on disk, a fake clock, a fake FleetLock."""
+
+from __future__ import annotations
+
+import os
+from unittest.mock import MagicMock
+
+from ansible.playbook.task import Task
+from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
+
+T = "sha256:" + "b" * 64
+URL = "http://198.51.100.1:8080/"
+
+
+class World:
+    """The clock, the sleeps and FleetLock's answers (a list of statuses for pre-reboot)."""
+
+    def __init__(self, answers=()):
+        self.now = 1000.0
+        self.sleeps = []
+        self.answers = list(answers)
+        self.calls = []
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def module(self, module_name, module_args, task_vars):
+        self.calls.append((module_name, module_args["url"], module_args["body"]["client_params"]))
+        status = self.answers.pop(0) if self.answers else 200
+        return {"status": status, "failed": status != 200}
+
+
+def run(world, host="n1", **args):
+    task = MagicMock(Task)
+    task.args = args
+    task.async_val = 0
+    task.check_mode = False
+    connection = MagicMock()
+    connection._shell.tmpdir = None
+    action = os_activate_slot.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    action._clock = lambda: world.now
+    action._sleep = world.sleep
+    action._execute_module = world.module
+    return action.run(task_vars={"inventory_hostname": host})
+
+
+def open_book(world, budgets=None, **args):
+    hosts = [{"host": "n1", "pool": "a"}, {"host": "n2", "pool": "a"}]
+    result = run(world, op="open", hosts=hosts, budgets=budgets or {"a": 1}, **args)
+    assert not result.get("failed"), result
+    return result["book"]
+
+
+def test_a_host_waits_for_the_slot_and_gets_it_when_it_is_freed():
+    world = World()
+    book = open_book(world)
+    first = run(world, "n1", op="acquire", book=book, target_digest=T)
+    assert first["granted"] and first["ansible_facts"]["os_activate_result"]["status"] == "started"
+    # n2 waits until its timeout: n1 holds the pool's only slot.
+    second = run(world, "n2", op="acquire", book=book, target_digest=T, timeout=2, poll_interval=0.5)
+    assert not second["granted"] and second["reason"] == "no budget slot of pool a was freed within 2 s (held by n1)"
+    assert world.sleeps == [0.5] * 4
+    run(world, "n1", op="event", book=book, event="verified")
+    released = run(world, "n1", op="release", book=book)
+    assert released["ansible_facts"]["os_activate_result"]["status"] == "activated"
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    assert summary["started"] == ["n1"] and summary["not_activated"] == ["n2"] and summary["most_held"] == {"a": 1}
+    assert not os.path.exists(book)
+
+
+def test_fleetlock_is_asked_from_the_host_until_it_grants_and_freed_after():
+    world = World(answers=[409, 409, 200])
+    book = open_book(world)
+    result = run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL, fleetlock_group="blue",
+                 fleetlock_retry_delay=2)
+    assert result["granted"] and result["changed"] and world.sleeps == [2, 2]
+    assert world.calls[0] == ("ansible.legacy.uri", "http://198.51.100.1:8080/v1/pre-reboot", {"id": "n1", "group": "blue"})
+    run(world, "n1", op="event", book=book, event="verified")
+    released = run(world, "n1", op="release", book=book, fleetlock_url=URL, fleetlock_group="blue")
+    assert released["unlocked"] and world.calls[-1][1] == "http://198.51.100.1:8080/v1/steady-state"
+
+
+def test_fleetlock_that_never_grants_gives_the_slot_back_and_stops_the_run():
+    world = World(answers=[409] * 10)
+    book = open_book(world)
+    result = run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL, fleetlock_timeout=4,
+                 fleetlock_retry_delay=1)
+    assert not result["granted"] and result["reason"].startswith("FleetLock gave no slot within 4 s (n1 refused")
+    second = run(world, "n2", op="acquire", book=book, target_digest=T)
+    assert not second["granted"] and second["reason"] == result["reason"]
+
+
+def test_a_host_that_kept_its_slot_is_not_unlocked_from_fleetlock():
+    world = World()
+    book = open_book(world, budgets={"a": 2})
+    run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL)
+    run(world, "n1", op="event", book=book, event="reboot_start")
+    failed = run(world, "n1", op="fail", book=book, task="Finalize", result={"msg": "timeout"},
+                 reboot={"boot_id_before": "x"}, probe={"unreachable": True})
+    assert failed["roll_back"] is False
+    released = run(world, "n1", op="release", book=book, fleetlock_url=URL)
+    assert not released["unlocked"] and released["ansible_facts"]["os_activate_result"]["holds_slot"]
+    assert [c[1].rsplit("/", 1)[1] for c in world.calls] == ["pre-reboot"]
+
+
+def test_bad_input_is_one_sentence():
+    world = World()
+    result = run(world, op="open", hosts=[{"host": "n1", "pool": "a"}], budgets={"b": 1})
+    assert result["failed"] and result["msg"] == "The budget slot operation open failed: pool a of host n1 has no budget."

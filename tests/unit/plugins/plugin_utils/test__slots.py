@@ -1,0 +1,303 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the budget slot book: grants, releases, failures, the canary and the file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import stat
+
+import pytest
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+
+T = "sha256:" + "b" * 64
+OLD = "sha256:" + "a" * 64
+
+
+def hosts(spec):
+    """'a:n1,n2 b:n3' -> [{host: n1, pool: a}, ...]"""
+    out = []
+    for part in spec.split():
+        pool, names = part.split(":")
+        out += [{"host": name, "pool": pool} for name in names.split(",")]
+    return out
+
+
+def book(spec="a:n1,n2,n3 b:n4,n5", budgets=None, max_failures=1, canary=0):
+    return _slots.new_book(hosts(spec), budgets or {"a": 2, "b": 1}, max_failures, canary, now=0)
+
+
+def ask(b, *names, now=1.0):
+    return [_slots.try_acquire(b, name, now)[0] for name in names]
+
+
+def grant(b, name, now=1.0, mode="finalize"):
+    assert _slots.try_acquire(b, name, now)[0] == "granted"
+    return _slots.new_record(b, name, mode, T, OLD)
+
+
+def activate(b, name, now=2.0):
+    grant(b, name, now)
+    _slots.record_event(b, name, "reboot_start", now)
+    _slots.record_event(b, name, "reboot_end", now + 1)
+    _slots.record_event(b, name, "booted", now + 1, {"booted": {"image": {"digest": T}}})
+    _slots.record_event(b, name, "verified", now + 2)
+    return _slots.release(b, name, now + 3)
+
+
+def test_free_slots_go_to_the_waiting_hosts_in_rollout_order():
+    b = book()
+    # n3 asks first, but n1 and n2 come before it: n3 waits only once n1 and n2 wait too.
+    assert ask(b, "n3") == ["granted"]
+    b = book()
+    assert ask(b, "n1", "n2", "n3", "n4", "n5") == ["granted", "granted", "wait", "granted", "wait"]
+    # A slot freed is a slot taken: n1 done, n3 gets it at once; pool b is untouched.
+    _slots.new_record(b, "n1", "finalize", T)
+    _slots.record_event(b, "n1", "verified", 5)
+    _slots.release(b, "n1", 5)
+    assert ask(b, "n5", "n3") == ["wait", "granted"]
+    assert b["grants"] == ["n1", "n2", "n4", "n3"]
+
+
+def test_an_earlier_waiting_host_is_served_first():
+    b = book("a:n1,n2,n3", {"a": 1})
+    assert ask(b, "n1", "n3", "n2") == ["granted", "wait", "wait"]
+    _slots.new_record(b, "n1", "finalize", T)
+    _slots.record_event(b, "n1", "verified", 3)
+    _slots.release(b, "n1", 3)
+    # n3 asks first after the release, but n2 is earlier in the rollout order and waiting.
+    assert ask(b, "n3", "n2", "n3") == ["wait", "granted", "wait"]
+
+
+def test_a_slot_is_recursive_and_a_done_host_is_not_granted_again():
+    b = book()
+    assert ask(b, "n1", "n1") == ["granted", "granted"]
+    assert b["grants"] == ["n1"]
+    activate(b, "n1")
+    answer, reason = _slots.try_acquire(b, "n1", 9)
+    assert answer == "refused" and "activated already" in reason
+
+
+def test_a_host_that_did_not_come_back_keeps_its_slot_and_a_full_pool_of_them_refuses():
+    b = book("a:n1,n2,n3", {"a": 1}, max_failures=5)
+    grant(b, "n1")
+    _slots.record_event(b, "n1", "reboot_start", 2)
+    record, roll_back = _slots.record_failure(b, "n1", "Finalize", {"msg": "timed out"}, 9,
+                                              reboot={"boot_id_before": "x"}, probe={"unreachable": True},
+                                              reboot_timeout=30)
+    assert not roll_back and record["holds_slot"] and "did not come back within 30 s" in record["reason"]
+    _slots.release(b, "n1", 10)
+    assert b["hosts"]["n1"]["state"] == "lost"
+    answer, reason = _slots.try_acquire(b, "n2", 11)
+    assert answer == "refused" and reason == ("no free budget slot in pool a: 1 slot(s) held by hosts that did not"
+                                              " come back (n1)")
+    summary = _slots.summary(b)
+    assert summary["stop_reason"] == reason and summary["not_activated"] == ["n2", "n3"]
+    assert summary["slots"][0]["holds_slot"] and summary["slots"][0]["released_at"] is None
+
+
+@pytest.mark.parametrize(
+    ("reboot", "probe", "went_down"),
+    [
+        ({"boot_id_before": "old"}, {"unreachable": True}, True),
+        ({"boot_id_before": "old"}, {"failed": True, "rc": 255}, True),
+        ({"boot_id_before": "old"}, {"stdout": "banner\nnew\n"}, True),
+        ({"boot_id_before": "old"}, {"stdout": "banner\nold\n"}, False),
+        ({}, {"stdout": "old"}, False),
+    ],
+)
+def test_went_down(reboot, probe, went_down):
+    assert _slots.went_down(reboot, probe) is went_down
+
+
+@pytest.mark.parametrize(
+    ("phase_events", "rollback", "status", "holds", "roll_back", "reason"),
+    [
+        ([], True, "failed", False, False, "prepare: Check: no staged deployment (rc=1)"),
+        (["reboot_start"], True, "failed", False, False, "the reboot did not start: reboot: Check: no staged"),
+        (["reboot_start", "reboot_end"], True, "started", True, True, "verify: Check: no staged"),
+        (["reboot_start", "reboot_end"], False, "failed", False, False, "verify: Check: no staged"),
+        (["reboot_start", "reboot_end", "booted"], True, "started", True, True, "health: Check"),
+        (["reboot_start", "reboot_end", "booted", "verified"], True, "failed", False, False, "post: Check"),
+    ],
+)
+def test_a_failure_is_handled_by_its_phase(phase_events, rollback, status, holds, roll_back, reason):
+    b = book()
+    grant(b, "n1")
+    for event in phase_events:
+        _slots.record_event(b, "n1", event, 3, {"booted": {"image": {"digest": T}}})
+    record, answer = _slots.record_failure(b, "n1", "Check", {"msg": "no staged  deployment", "rc": 1}, 4,
+                                           rollback=rollback, reboot={"boot_id_before": "x"},
+                                           probe={"stdout": "x"})
+    assert (record["status"], record["holds_slot"], answer) == (status, holds, roll_back)
+    assert record["reason"].startswith(reason)
+
+
+def test_a_rollback_frees_the_slot_and_a_failed_rollback_keeps_it():
+    b = book("a:n1,n2", {"a": 2}, max_failures=2)
+    for name in ("n1", "n2"):
+        grant(b, name)
+        _slots.record_event(b, name, "reboot_start", 2, {"booted": {"image": {"digest": OLD}}})
+        _slots.record_event(b, name, "reboot_end", 3)
+        _slots.record_event(b, name, "booted", 3, {"booted": {"image": {"digest": T}}})
+        assert _slots.record_failure(b, name, "Run the health command", {"msg": "unhealthy"}, 4)[1]
+        _slots.record_event(b, name, "rollback_start", 4)
+    one = _slots.record_event(b, "n1", "rolled_back", 6, {"booted": {"image": {"digest": OLD}}})
+    assert (one["status"], one["holds_slot"], one["rolled_back"], one["booted_digest"]) == ("failed", False, True, OLD)
+    assert one["reason"] == "health: Run the health command: unhealthy; rolled back to " + OLD
+    two, again = _slots.record_failure(b, "n2", "Reboot", {"msg": "no answer"}, 7)
+    assert not again and two["holds_slot"] and not two["rolled_back"]
+    assert two["reason"].endswith("; the rollback failed too: rollback: Reboot: no answer")
+    _slots.release(b, "n1", 6)
+    _slots.release(b, "n2", 7)
+    assert b["stop"] == "2 activation(s) failed (n1, n2), max_failures is 2"
+
+
+def test_max_failures_stops_new_grants_but_not_the_hosts_in_flight():
+    b = book("a:n1,n2,n3 b:n4,n5", {"a": 2, "b": 1}, max_failures=1)
+    grant(b, "n1")
+    grant(b, "n4")
+    _slots.record_failure(b, "n1", "Pre", {"msg": "drain failed"}, 2)
+    _slots.release(b, "n1", 2)
+    assert b["stop"] == "1 activation(s) failed (n1), max_failures is 1"
+    answer, reason = _slots.try_acquire(b, "n2", 3)
+    assert answer == "refused" and reason == b["stop"]
+    # n4 holds its slot still and finishes.
+    assert activate(b, "n4")["status"] == "activated"
+    summary = _slots.summary(b)
+    assert summary["failed"] == ["n1"] and summary["started"] == ["n1", "n4"]
+    assert summary["not_activated"] == ["n2", "n3", "n5"] and summary["stop_reason"] == b["stop"]
+
+
+def test_verify_mode_reboots_nothing_and_takes_the_previous_digest_from_the_rollback_deployment():
+    b = book()
+    grant(b, "n1", mode="verify")
+    record = _slots.record_event(b, "n1", "reboot_end", 3)
+    assert record["reboot_end"] is None and record["phase"] == "verify"
+    record = _slots.record_event(b, "n1", "booted", 3, {"booted": {"image": {"digest": T}},
+                                                        "rollback": {"image": {"digest": OLD}}})
+    assert record["old_digest"] == OLD and record["phase"] == "health"
+
+
+def test_a_wrong_booted_digest_stays_in_phase_verify():
+    b = book()
+    grant(b, "n1")
+    record = _slots.record_event(b, "n1", "booted", 3, {"booted": {"image": None}})
+    assert record["booted_digest"] is None and record["phase"] == "verify"
+
+
+@pytest.mark.parametrize(
+    ("failures", "stop_after", "stop", "verified"),
+    [
+        ([], False, None, False),
+        ([], True, "the canary batch (n1, n2) is verified healthy; os_activate_stop_after_canary ends the run here,"
+                   " a rerun continues with the other hosts", True),
+        (["n2"], True, "the canary batch failed (n2)", False),
+    ],
+)
+def test_close_canary(failures, stop_after, stop, verified):
+    b = book("a:n1,n2,n3", {"a": 2}, max_failures=3, canary=2)
+    assert b["canary"] == ["n1", "n2"]
+    for name in ("n1", "n2"):
+        if name in failures:
+            grant(b, name)
+            _slots.record_failure(b, name, "Pre", {"msg": "x"}, 3)
+            _slots.release(b, name, 3)
+        else:
+            activate(b, name)
+    assert _slots.close_canary(b, stop_after) == stop
+    assert _slots.summary(b)["canary_verified"] is verified
+
+
+def test_give_back_frees_the_slot_and_stops():
+    b = book("a:n1,n2", {"a": 1})
+    grant(b, "n1")
+    _slots.give_back(b, "n1", "FleetLock gave no slot", 3, stop="FleetLock gave no slot")
+    assert b["hosts"]["n1"]["state"] == "not_activated" and b["grants"] == []
+    assert _slots.try_acquire(b, "n2", 4) == ("refused", "FleetLock gave no slot")
+
+
+def test_most_held_counts_slots_over_time():
+    b = book("a:n1,n2,n3", {"a": 2}, max_failures=3)
+    assert ask(b, "n1", "n2", "n3", now=1) == ["granted", "granted", "wait"]
+    for name, end in (("n1", 5), ("n2", 7)):
+        _slots.new_record(b, name, "finalize", T)
+        _slots.record_event(b, name, "verified", end)
+        _slots.release(b, name, end)
+    assert ask(b, "n3", now=5) == ["granted"]
+    assert _slots.most_held(b) == {"a": 2}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((hosts("a:n1"), {"b": 1}, 1), "pool a of host n1 has no budget"),
+        ((hosts("a:n1,n1"), {"a": 1}, 1), "host n1 is given twice"),
+        ((hosts("a:n1"), {"a": 1}, 0), "max_failures must be at least 1"),
+        ((hosts("a:n1"), {"a": -1}, 1), "the budget of pool a must be at least 0"),
+        (([{"host": "n1"}], {"a": 1}, 1), "every host must be a mapping with host and pool"),
+        (("n1", {"a": 1}, 1), "hosts must be a list"),
+    ],
+)
+def test_new_book_refuses_bad_input(args, message):
+    with pytest.raises(_slots.SlotError, match=message):
+        _slots.new_book(*args)
+
+
+def test_unknown_host_and_event_are_refused():
+    b = book()
+    with pytest.raises(_slots.SlotError, match="host n9 is not one of the hosts to activate"):
+        _slots.try_acquire(b, "n9", 1)
+    with pytest.raises(_slots.SlotError, match="host n1 holds no slot"):
+        _slots.record_event(b, "n1", "verified", 1)
+    grant(b, "n1")
+    with pytest.raises(_slots.SlotError, match="event must be one of"):
+        _slots.record_event(b, "n1", "exploded", 1)
+
+
+def test_failure_text_is_one_line_and_cut():
+    text = _slots.failure_text("health", "Run", {"msg": "a\n  b " + "x" * 400, "rc": 2})
+    assert text.startswith("health: Run: a b x") and text.endswith(" (rc=2)") and "\n" not in text
+    assert len(text) == len("health: Run: ") + _slots.ERROR_MAX + len(" (rc=2)")
+
+
+def _take(path, name, out):
+    while True:
+        with _slots.locked_book(path) as b:
+            if _slots.try_acquire(b, name, 1)[0] == "granted":
+                held = len(_slots.holders(b, "a"))
+                out.put(held)
+                _slots.new_record(b, name, "finalize", T)
+                _slots.record_event(b, name, "verified", 2)
+                _slots.release(b, name, 2)
+                return
+
+
+def test_the_book_file_is_private_and_shared_by_processes(tmp_path):
+    path = _slots.create_book_file(book("a:" + ",".join("n%d" % i for i in range(8)), {"a": 2}), str(tmp_path))
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    queue = multiprocessing.get_context("fork").Queue()
+    procs = [multiprocessing.get_context("fork").Process(target=_take, args=(path, "n%d" % i, queue)) for i in range(8)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(30)
+    held = sorted(queue.get(timeout=5) for _ in procs)
+    # Every process got its slot, and none saw more than the budget held.
+    assert len(held) == 8 and max(held) <= 2
+    with open(path) as handle:
+        assert sorted(json.load(handle)["grants"]) == sorted("n%d" % i for i in range(8))
+    _slots.remove_book_file(path)
+    assert not os.path.exists(os.path.dirname(path))
+
+
+def test_a_book_of_another_version_is_refused(tmp_path):
+    path = tmp_path / "book.json"
+    path.write_text(json.dumps({"version": 99}))
+    with pytest.raises(_slots.SlotError, match="not a book of this collection's version"):
+        with _slots.locked_book(str(path)):
+            pass
