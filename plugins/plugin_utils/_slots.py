@@ -282,9 +282,8 @@ def record_failure(book, host, task, result, now, rollback=True, reboot=None, pr
         record.update(reason=error)
         roll_back = True
     elif phase == "rollback":
-        record.update(status="failed", holds_slot=True, rolled_back=False, rollback_end=now,
-                      reason="%s; the rollback failed too: %s" % (record.get("reason") or "failed",
-                                                                 failure_text("rollback", task, result)))
+        reason = "%s; the rollback failed too: %s" % (record.get("reason") or "failed", error)
+        record.update(status="failed", holds_slot=True, rolled_back=False, rollback_end=now, reason=reason)
     else:
         record.update(status="failed", holds_slot=False, reason=error)
     return record, roll_back
@@ -378,7 +377,8 @@ def most_held(book):
             if entry["released_at"] is not None:
                 points.append((entry["released_at"], -1))
         held = top = 0
-        for _, step in sorted(points, key=lambda p: (p[0], p[1])):
+        for point in sorted(points):
+            step = point[1]
             held += step
             top = max(top, held)
         result[pool] = top

@@ -286,7 +286,7 @@ def test_the_book_file_is_private_and_shared_by_processes(tmp_path):
         proc.start()
     for proc in procs:
         proc.join(30)
-    held = sorted(queue.get(timeout=5) for _ in procs)
+    held = sorted(queue.get(timeout=5) for proc in procs)
     # Every process got its slot, and none saw more than the budget held.
     assert len(held) == 8 and max(held) <= 2
     with open(path) as handle:
