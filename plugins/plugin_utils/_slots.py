@@ -41,6 +41,11 @@ PHASES = ("prepare", "reboot", "verify", "health", "post", "rollback")
 EVENTS = ("reboot_start", "reboot_end", "booted", "verified", "rollback_start", "rolled_back")
 MODES = ("finalize", "rollback", "verify")
 ERROR_MAX = 300
+# Seconds a host that asks for a slot lets the hosts before it in the rollout order (of its pool)
+# arrive: the forks reach the book a little apart, and a host the rollout puts first (a host a
+# killed run rebooted, which still holds its FleetLock slot; the canary) must not lose its slot to
+# one that happened to ask first. A host that never asks (another batch) delays the others this long.
+SETTLE = 10.0
 
 
 class SlotError(Exception):
@@ -59,11 +64,12 @@ def _int(value, name, minimum):
     return number
 
 
-def new_book(hosts, budgets, max_failures, canary=0, now=0.0):
+def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
     """A book for ``hosts`` (``[{host, pool}]`` in rollout order) and ``budgets`` (pool -> slots).
 
     The first ``canary`` hosts are the canary batch. Once ``max_failures`` activations
-    failed, no new slot is granted.
+    failed, no new slot is granted. A host waits up to ``settle`` seconds for the hosts before
+    it in its pool's order to ask too.
     """
     if not isinstance(hosts, (list, tuple)):
         raise SlotError("hosts must be a list of {host, pool} mappings, not %r" % (hosts,))
@@ -72,7 +78,7 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0):
     book = {
         "version": VERSION, "opened_at": float(now), "order": [], "hosts": {}, "pools": {},
         "max_failures": _int(max_failures, "max_failures", 1), "canary": [], "canary_verified": False,
-        "stop": None, "blocked": {}, "grants": [], "records": {},
+        "stop": None, "blocked": {}, "grants": [], "records": {}, "settle": float(settle),
     }
     for item in hosts:
         if not isinstance(item, dict) or not item.get("host") or item.get("pool") in (None, ""):
@@ -134,6 +140,10 @@ def try_acquire(book, host, now):
         return _give_up(book, host, reason, now)
     if state == "queued":
         entry.update(state="waiting", asked_at=float(now))
+    before = book["order"][:book["order"].index(host)]
+    if any(book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] == "queued" for h in before) \
+            and float(now) - entry["asked_at"] < book.get("settle", SETTLE):
+        return "wait", None
     free = budget - len(_pool_hosts(book, pool, ("holding", "lost")))
     if free > 0 and host in _pool_hosts(book, pool, ("waiting",))[:free]:
         entry.update(state="holding", granted_at=float(now))

@@ -50,9 +50,14 @@ def activate(b, name, now=2.0):
 
 
 def test_free_slots_go_to_the_waiting_hosts_in_rollout_order():
-    b = book()
-    # n3 asks first, but n1 and n2 come before it: n3 waits only once n1 and n2 wait too.
-    assert ask(b, "n3") == ["granted"]
+    b = book("a:n1,n2,n3", {"a": 1})
+    # n3 asks first, but n1 comes before it: n3 lets n1 arrive, and n1 gets the slot.
+    assert ask(b, "n3", now=1) == ["wait"]
+    assert ask(b, "n1", "n3", now=2) == ["granted", "wait"]
+    # A host before it that never asks (another batch) delays it only SETTLE seconds.
+    b = book("a:n1,n2,n3", {"a": 2})
+    assert ask(b, "n3", now=1) == ["wait"]
+    assert ask(b, "n3", now=1 + _slots.SETTLE) == ["granted"]
     b = book()
     assert ask(b, "n1", "n2", "n3", "n4", "n5") == ["granted", "granted", "wait", "granted", "wait"]
     # A slot freed is a slot taken: n1 done, n3 gets it at once; pool b is untouched.
