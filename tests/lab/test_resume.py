@@ -1,7 +1,7 @@
 """A killed controller, two rollouts at once, a registry down: the rollout's lease and resume.
 
-On node05, node06 and node08 (pools blue and green of test_rollout.py, budget 1 each:
-two waves), in an inventory of our own. The controller is killed as a machine dies: SIGKILL to the
+On node05, node06 and node08 (pools blue and green of test_rollout.py, budget 1 each), in an
+inventory of our own. The controller is killed as a machine dies: SIGKILL to the
 whole process group of ansible-playbook (every process this test started). Every test
 leaves its nodes booted on the lab's base image, nothing staged, no lease held.
 """
@@ -145,13 +145,21 @@ def test_killed_after_the_first_reboot_then_rerun_verifies(lab, fleet, tmp_path,
         for node in NODES:
             lab.wait_up(node, 180)
         # The killed run left the rebooted hosts booted on the target, unverified: phase rebooting.
+        # Each host moves on by itself (no waves): one that was verified in the moment before the
+        # kill is phase activated, its slot freed.
+        finished = []
         for node in rebooted:
             lease = _lease(lab, node)
-            assert lease and lease["phase"] == "rebooting" and not lease["released"], (node, lease)
+            assert lease and not lease["released"], (node, lease)
+            if lease["phase"] == "activated":
+                finished.append(node)
+                continue
+            assert lease["phase"] == "rebooting", (node, lease)
             assert lease["target_digest"] == fleet["digest"]
+        assert set(rebooted) - set(finished), (rebooted, finished)
         if with_fleetlock:
             held = _holders(lab, groups)
-            assert set(rebooted) <= set(h for hs in held.values() for h in hs), (held, rebooted)
+            assert set(rebooted) - set(finished) <= set(h for hs in held.values() for h in hs), (held, rebooted)
 
         rerun = Controller(f, "rerun", *extra)
         rc = rerun.wait()
@@ -161,13 +169,15 @@ def test_killed_after_the_first_reboot_then_rerun_verifies(lab, fleet, tmp_path,
         rows = _rows(report)
         for node in NODES:
             assert f.booted(node) == fleet["digest"], node
-        booted_by_killed_run = [n for n in rebooted if rows[n]["action"] == "verify"]
+        booted_by_killed_run = [n for n in rebooted if rows[n]["action"] == "verify" and n not in finished]
         assert booted_by_killed_run, (rebooted, report["hosts"])
         for node in booted_by_killed_run:
             assert rows[node]["status"] == "activated" and "verified on rerun" in rows[node]["reason"], rows[node]
             assert rows[node]["reboot_start"] is None and rows[node]["verified"]
+        for node in finished:
+            assert rows[node]["status"] in ("unchanged", "activated") and rows[node]["reboot_start"] is None, rows[node]
         # The rerun rebooted every other host once and none of those the killed run booted.
-        assert sorted(_reboots(events)) == sorted(set(NODES) - set(booted_by_killed_run))
+        assert sorted(_reboots(events)) == sorted(set(NODES) - set(booted_by_killed_run) - set(finished))
         for pool, names in POOLS.items():
             assert _max_concurrent(_journal_intervals(lab.journal()[mark:], names)) <= BUDGETS[pool], pool
         for node in NODES:
