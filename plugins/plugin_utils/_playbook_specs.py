@@ -27,6 +27,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import plain
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC_DIR = os.path.join("playbooks", "specs")
@@ -114,21 +115,54 @@ def _on(hosts, total):
     return " on %s%s" % (", ".join(hosts[:_HOSTS_SHOWN]), " and %d more hosts" % more if more > 0 else "")
 
 
-def variable_errors(results, playbook, root=_ROOT):
-    """One sentence per failing variable, from each host's ``validate_argument_spec`` result.
+def _key(option, value):
+    """A key for a value as the validator sees it (values repeat across the hosts of a group).
 
-    ``results`` maps a host to its registered result, whose ``validate_args_context.values``
-    holds the ``fleetos_*`` values the host saw (templated).
+    A mapping or a list is valid for an option without sub-options or element type by its type
+    alone (each host's node labels differ: validating each would cost as much as reading them).
     """
+    if not option.get("options") and not option.get("elements"):
+        if isinstance(value, dict) and option.get("type") in ("dict", "raw"):
+            return "a mapping", option.get("type")
+        if isinstance(value, list) and option.get("type") in ("list", "raw"):
+            return "a list", option.get("type")
+    try:
+        return json.dumps(value, sort_keys=True, default=repr), type(value).__name__
+    except (TypeError, ValueError):
+        return None
+
+
+def variable_errors(results, playbook, root=_ROOT):
+    """One sentence per failing variable, from the values each host sees.
+
+    ``results`` maps a host to the ``fleetos_*`` values it sees (templated), ``{name: value}``, or
+    to its registered ``validate_argument_spec`` result, whose ``validate_args_context.values``
+    holds them. Each distinct value of a variable is validated once.
+    """
+    # Plain values: ansible-core 2.19 hands a filter lazy containers, which the validator would copy
+    # with everything they can template.
+    results = plain(results)
     spec = load_spec(playbook, root)
     failing = {}
     unexplained = []
+    checked = {}
     for host in sorted(results):
         result = results[host] if isinstance(results[host], dict) else {}
-        values = (result.get("validate_args_context") or {}).get("values") or {}
+        if "validate_args_context" in result or "argument_errors" in result:
+            values = (result.get("validate_args_context") or {}).get("values") or {}
+        else:
+            values, result = result, {}
         found = False
         for name in sorted(values):
-            form = problem(name, spec[name], values[name]) if name in spec else None
+            if name not in spec:
+                continue
+            key = _key(spec[name], values[name])
+            if key is None or (name, key) not in checked:
+                form = problem(name, spec[name], values[name])
+                if key is not None:
+                    checked[(name, key)] = form
+            else:
+                form = checked[(name, key)]
             if form is not None:
                 failing.setdefault((name, _shown(values[name]), form), []).append(host)
                 found = True

@@ -8,7 +8,11 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import playbook_argument_spec, playbook_variable_errors
+from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import (
+    playbook_argument_spec,
+    playbook_variable_errors,
+    playbook_variables,
+)
 from ansible_collections.fleetos.layering.plugins.filter.rollout import rollout_budget
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _playbook_specs
 
@@ -51,6 +55,35 @@ def test_a_playbook_without_a_spec_is_named_with_the_ones_that_have_one():
 ], ids=["valid", "budget", "two-variables", "choice", "bool-and-dict"])
 def test_an_extra_variable_is_named_once_for_every_host(values, sentences):
     assert playbook_variable_errors(results(lambda host: values), "rollout") == sentences
+
+
+@pytest.mark.parametrize("values", [
+    {"fleetos_rollout_max_failures": "many", "fleetos_os_backend": "bootcc"},
+    {"fleetos_node_labels": ["zone=a"], "fleetos_pool_paused": "maybe"},
+    {"fleetos_rollout_canary": 2},
+])
+def test_plain_values_give_the_sentences_of_validate_argument_spec_results(values):
+    assert playbook_variable_errors({host: values for host in HOSTS}, "rollout") == playbook_variable_errors(
+        results(lambda host: values), "rollout")
+
+
+@pytest.mark.parametrize("option, value, key", [
+    # A mapping or list is valid by its type alone when the option has no sub-options or element type.
+    ({"type": "dict"}, {"zone": "a"}, ("a mapping", "dict")),
+    ({"type": "dict"}, {"zone": "b"}, ("a mapping", "dict")),
+    ({"type": "list", "elements": "str"}, ["a"], ('["a"]', "list")),
+    ({"type": "str"}, "web", ('"web"', "str")),
+    ({"type": "raw"}, 2, ("2", "int")),
+])
+def test_a_value_is_validated_once_per_key(option, value, key):
+    assert _playbook_specs._key(option, value) == key
+
+
+def test_playbook_variables_reads_the_spec_variables_each_host_has():
+    hostvars = {"web-01": {"fleetos_pool": "web", "fleetos_node_labels": {"zone": "a"}, "not_a_spec_variable": 1},
+                "db-01": {}}
+    assert playbook_variables(["web-01", "db-01"], hostvars, "plan") == {
+        "web-01": {"fleetos_pool": "web", "fleetos_node_labels": {"zone": "a"}}, "db-01": {}}
 
 
 def test_an_inventory_variable_names_the_hosts_that_have_the_value():
