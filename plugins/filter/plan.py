@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     activation,
     host_plan,
@@ -29,6 +30,37 @@ def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_tran
                          fallback_transport=fallback_transport, pool_paused=pool_paused,
                          resolutions=resolutions, status=status, inspections=inspections,
                          labels=labels, error=error, lock=lock)
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
+@empty_means_unset("lock")
+def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, play=None, check_pull_secret=True):
+    """Filter: the plan of every host of ``hosts`` from the inventory alone, at once (see rollout_plan_fleet.yml)."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollout_plan_fleet needs a list of host names, such as ansible_play_hosts")
+    play = dict(play or {})
+    unknown = sorted(set(play) - set(_fleet.KEYS))
+    if unknown:
+        raise AnsibleFilterError("rollout_plan_fleet: play names %s, which no host input is; expected some of %s"
+                                 % (", ".join(unknown), ", ".join(_fleet.KEYS)))
+    manifests, lock, play = _fleet.plain(manifests), _fleet.plain(lock), _fleet.plain(play)
+    values, defined = _fleet.read_hosts(hostvars, hosts, _fleet.secret_names(manifests), play)
+    return _fleet.plan_fleet(_fleet.host_inputs(values, run_host, play), manifests, lock=lock,
+                             defined=defined if check_pull_secret else None)
+
+
+@empty_means_unset("report_dir")
+def rollout_plan_report(plans, manifest_errors=None, warnings=None, report_dir=None):
+    """Filter: what playbooks/plan.yml prints and writes (see rollout_plan_report.yml)."""
+    if not isinstance(plans, (dict, list, tuple)):
+        raise AnsibleFilterError("rollout_plan_report needs the fleet's plan record or a list of host plans")
+    try:
+        if isinstance(plans, dict):
+            # Only the plans: each value read from a variable is templated as it is read.
+            plans = [entry["plan"] for entry in (plans.get("hosts") or {}).values()]
+        return _plan_report.report(_fleet.plain(plans), _fleet.plain(manifest_errors) or [],
+                                   _fleet.plain(warnings) or [], report_dir=report_dir)
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 
@@ -75,7 +107,9 @@ class FilterModule:
     def filters(self):
         return {
             "rollout_plan": rollout_plan,
+            "rollout_plan_fleet": rollout_plan_fleet,
             "rollout_plan_inspections": rollout_plan_inspections,
+            "rollout_plan_report": rollout_plan_report,
             "rollback_plan": rollback_plan,
             "rollout_activation": rollout_activation,
             "rollout_lease_takeover": rollout_lease_takeover,
