@@ -10,18 +10,30 @@ objects once, then resolve every host. Prints wall seconds and microseconds per 
 a figure, not a pass/fail test. --linear also times a scan of every selector per host
 (no index), for comparison.
 
+--playbook times what users run instead: playbooks/plan.yml end to end, from the inventory
+alone (fleetos_plan_read_status=false, connection local), on a generated inventory of the same
+hosts (an inventory script printing JSON, as AWX hands an inventory to a job; 10 pools, each
+with its fleetos_pool_image) and the same MachineImages as manifest files next to it. It prints
+wall seconds, the seconds per host and the hosts the plan reports.
+
   .venv/bin/python bench/plan_scale.py [--hosts 10000] [--objects 200] [--linear]
+  .venv/bin/python bench/plan_scale.py --playbook --hosts 1000 [--forks 20] [--core .build/core/2.16.19]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME = REPO / ".build" / "runtime"
@@ -111,17 +123,79 @@ def run(images, hosts, linear=False):
     return time.perf_counter() - start, sources
 
 
+def write_inventory(directory, hosts, objects):
+    """An inventory script (JSON, as AWX exports an inventory) and the manifests next to it."""
+    groups = {}
+    hostvars = {}
+    for name, labels, pool_image in sorted(hosts):
+        pool = labels["fleetos.io/pool"]
+        group = groups.setdefault(pool.replace("-", "_"), {"hosts": [], "vars": {"fleetos_pool": pool,
+                                                                                "fleetos_pool_image": pool_image}})
+        group["hosts"].append(name)
+        hostvars[name] = {"fleetos_node_labels": labels}
+    data = dict(groups, all={"children": ["fleet"]}, fleet={"children": sorted(groups)}, _meta={"hostvars": hostvars})
+    (directory / "inventory.json").write_text(json.dumps(data))
+    script = directory / "hosts"
+    script.write_text("#!/bin/sh\nexec cat %s\n" % (directory / "inventory.json"))
+    script.chmod(0o755)
+    manifests = directory / "machine_images"
+    manifests.mkdir()
+    for start in range(0, len(objects), 20):
+        documents = []
+        for obj in objects[start:start + 20]:
+            obj = json.loads(json.dumps(obj))
+            obj["metadata"].pop("annotations", None)
+            documents.append(obj)
+        (manifests / ("bench-%03d.yaml" % start)).write_text(yaml.safe_dump_all(documents))
+    return script
+
+
+def run_playbook(args, hosts, objects):
+    """Seconds for playbooks/plan.yml on a generated inventory, and the plan it wrote."""
+    core = Path(args.core) if args.core else Path(sys.executable).parent.parent
+    with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
+        tmp = Path(tmp)
+        script = write_inventory(tmp, hosts, objects)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(RUNTIME), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_DEPRECATION_WARNINGS="False")
+        argv = [str(core / "bin" / "ansible-playbook"), str(REPO / "playbooks" / "plan.yml"), "-i", str(script),
+                "-c", "local", "--forks", str(args.forks), "-e", "fleetos_plan_read_status=false",
+                "-e", "fleetos_plan_output_dir=%s" % (tmp / "out")]
+        start = time.perf_counter()
+        proc = subprocess.run(argv, env=env, cwd=str(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, check=False)
+        seconds = time.perf_counter() - start
+        plan = tmp / "out" / "plan.json"
+        report = json.loads(plan.read_text()) if plan.is_file() else None
+        if proc.returncode != 0 or report is None:
+            sys.exit("plan.yml failed (rc %d):\n%s" % (proc.returncode, proc.stdout[-4000:]))
+        return seconds, report
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--objects", type=int, default=200)
     parser.add_argument("--linear", action="store_true", help="also time the unindexed scan")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--playbook", action="store_true", help="time playbooks/plan.yml end to end instead")
+    parser.add_argument("--forks", type=int, default=20, help="with --playbook")
+    parser.add_argument("--core", help="with --playbook: the venv of the ansible-core to run (default: this one)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     hosts = make_hosts(args.hosts, rng)
     objects = make_objects(args.objects)
     rng.shuffle(objects)
+
+    if args.playbook:
+        seconds, report = run_playbook(args, hosts, objects)
+        sources = collections.Counter(row["source"] for row in report["hosts"])
+        print("plan_scale --playbook: playbooks/plan.yml, %d hosts x %d MachineImages, no status read, "
+              "--forks %d, %s" % (args.hosts, args.objects, args.forks, args.core or "this venv"))
+        print("  plan.yml %.1f s  (%.2f ms/host)" % (seconds, seconds / args.hosts * 1e3))
+        print("  hosts    %d planned, %d errors" % (len(report["hosts"]), report["errors"]))
+        print("  sources  %s" % dict(sorted(sources.items())))
+        return
 
     start = time.perf_counter()
     images = machine_image_set(objects)
