@@ -99,9 +99,19 @@ def _wait_for(predicate, timeout, what):
     raise AssertionError("timed out after %d s waiting for %s" % (timeout, what))
 
 
-def _lease(lab, node):
-    proc = lab.exec(node, ["cat", LEASE], check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
+def _lease(lab, node, tries=3):
+    """The node's lease, or None when it has none. A node the killed run had just told to reboot
+    may answer wait_up from its old boot and then go down: asked again once it is back."""
+    for attempt in range(tries):
+        proc = lab.exec(node, ["cat", LEASE], check=False)
+        if proc.returncode == 0:
+            return json.loads(proc.stdout)
+        if "No such file or directory" in proc.stderr:
+            return None
+        if attempt < tries - 1:
+            time.sleep(2)
+            lab.wait_up(node, 180)
+    raise AssertionError("the lease of %s could not be read: %s" % (node, proc.stdout + proc.stderr))
 
 
 def _recap_changed(stdout):
