@@ -110,7 +110,7 @@ def markdown(rows, manifest_errors=(), warnings=()):
         cells = [
             row.get("host"), _or(row.get("pool"), "-"), _labels(row), row.get("source"),
             _or(row.get("name"), "-") + (" (paused)" if row.get("paused") else ""),
-            _text(_or(_or(row.get("image"), row.get("wanted")), "-")).split("@")[0],
+            _text(_or(_or(row.get("image"), row.get("wanted")), "-")).split("@", maxsplit=1)[0],
             "%s: %s" % (layered.get("name"), layered.get("summary")) if layered else "-",
             _or(row.get("digest"), "-"), _or(row.get("transport"), "-"),
             _or(_or(row.get("booted_digest"), row.get("booted_image")), _not_read(row)),

@@ -69,8 +69,8 @@ def test_read_hosts_looks_each_host_up_once_and_names_the_secrets_it_has():
     assert defined == {"h1": ["gpu_secret", "pool_secret"], "h2": []}
 
 
-def fleet(hostvars, manifests=MANIFESTS, **kwargs):
-    return rollout_plan_fleet(sorted(hostvars), hostvars, manifests, **kwargs)
+def fleet(hostvars, manifests=None, **kwargs):
+    return rollout_plan_fleet(sorted(hostvars), hostvars, MANIFESTS if manifests is None else manifests, **kwargs)
 
 
 @pytest.mark.parametrize("host, variables, source, name, digest, error", [

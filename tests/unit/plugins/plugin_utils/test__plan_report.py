@@ -65,8 +65,8 @@ def test_markdown_escapes_a_pipe_and_names_the_errors_first():
 
 def test_the_report_sorts_hosts_as_ansible_does_and_counts_errors():
     error = host_plan(None, "B-02", error="it failed")
-    fleet = {"hosts": {name: {"plan": plan} for name, plan in (("web-03", NOT_READ), ("B-02", error),
-                                                                ("db-01", READ), ("a-01", error))}}
+    plans = (("web-03", NOT_READ), ("B-02", error), ("db-01", READ), ("a-01", error))
+    fleet = {"hosts": {name: {"plan": plan} for name, plan in plans}}
     fleet["hosts"]["a-01"]["plan"] = dict(error, host="a-01")
     report = rollout_plan_report(fleet, [], [], report_dir="")
     assert [line.split()[0] for line in report["table"][1:]] == ["a-01", "B-02", "db-01", "web-03"]
