@@ -73,6 +73,9 @@ class Controller:
     def wait(self, timeout=900):
         rc = self.proc.wait(timeout)
         self.reader.join(30)
+        # Kept beside the report, for a failed test to be read whole.
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+        (self.report_dir / "ansible-playbook.log").write_text(self.stdout)
         return rc
 
     @property
