@@ -13,7 +13,7 @@ module: os_activate_slot
 short_description: Take, record and free the disruption budget slots of an activation
 version_added: 0.3.0
 description:
-  - The bookkeeping of the role M(fleetos.layering.os_activate), on the controller. One activation
+  - The bookkeeping of the role C(fleetos.layering.os_activate), on the controller. One activation
     run keeps a I(book) in a private file on the controller; every fork of the run reads and writes
     it under an exclusive file lock, so the forks share one counting semaphore per pool.
   - A host is activated as soon as its pool has a free slot (a sliding window, not waves). Free
@@ -185,7 +185,7 @@ seealso:
     description: The protocol that Zincati and airlock speak.
     link: https://coreos.github.io/zincati/development/fleetlock/protocol/
 notes:
-  - The role M(fleetos.layering.os_activate) runs these operations; use this module directly only to
+  - The role C(fleetos.layering.os_activate) runs these operations; use this module directly only to
     build another activation flow.
 """
 
