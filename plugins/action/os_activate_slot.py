@@ -89,7 +89,7 @@ class ActionModule(ActionBase):
 
     def _fleetlock(self, op, args, task_vars):
         """POST /v1/<op> from the host: -> (ok, status)."""
-        # The uri module runs on the host: connect to it first (this action needs no connection itself).
+        # The uri module runs on the host, over the task's connection.
         res = self._execute_module(module_name="ansible.legacy.uri", task_vars=task_vars, module_args={
             "url": "%s/v1/%s" % (args["fleetlock_url"].rstrip("/"), op), "method": "POST",
             "headers": {"fleet-lock-protocol": "true"}, "body_format": "json",
@@ -139,7 +139,6 @@ class ActionModule(ActionBase):
     def _fleetlock_slot(self, args, task_vars):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
         deadline = self._clock() + args["fleetlock_timeout"]
-        status = None
         while True:
             ok, status = self._fleetlock("pre-reboot", args, task_vars)
             if ok:
