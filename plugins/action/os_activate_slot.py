@@ -21,7 +21,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
 
-OPS = ("open", "acquire", "event", "fail", "release", "unlock", "canary", "close")
+OPS = ("open", "acquire", "event", "booted", "fail", "release", "unlock", "canary", "close")
 
 ARGUMENT_SPEC = {
     "op": {"type": "str", "required": True, "choices": list(OPS)},
@@ -39,6 +39,7 @@ ARGUMENT_SPEC = {
     "poll_interval": {"type": "float", "default": 0.25},
     "event": {"type": "str", "choices": list(_slots.EVENTS)},
     "status": {"type": "dict"},
+    "backend": {"type": "str", "default": "rpm-ostree", "choices": ["rpm-ostree", "bootc"]},
     "task": {"type": "str"},
     "result": {"type": "dict"},
     "rollback": {"type": "bool", "default": True},
@@ -55,6 +56,7 @@ REQUIRED_IF = [
     ("op", "open", ("hosts", "budgets")),
     ("op", "acquire", ("book", "target_digest")),
     ("op", "event", ("book", "event")),
+    ("op", "booted", ("book",)),
     ("op", "fail", ("book",)),
     ("op", "release", ("book",)),
     ("op", "unlock", ("fleetlock_url",)),
@@ -152,6 +154,28 @@ class ActionModule(ActionBase):
         with _slots.locked_book(args["book"]) as book:
             record = _slots.record_event(book, args["host"], args["event"], self._clock(), args["status"])
         return {"ansible_facts": {"os_activate_result": record}}
+
+    def _op_booted(self, args, task_vars):
+        """The host is back: read its booted deployment on the host and check it is the target."""
+        host = args["host"]
+        reboot = args["reboot"] or {}
+        if reboot.get("unreachable"):
+            # Before reboot_end: the failure is one of the reboot phase, which probes the host.
+            return {"failed": True, "msg": "%s was unreachable after its reboot: %s" % (
+                host, " ".join(str(reboot.get("msg") or "no answer").split()))}
+        with _slots.locked_book(args["book"]) as book:
+            _slots.record_event(book, host, "reboot_end", self._clock())
+        status = self._execute_module(module_name="fleetos.layering.os_info", task_vars=task_vars,
+                                      module_args={"backend": args["backend"]})
+        if status.get("failed"):
+            return {"failed": True, "msg": "Reading the booted deployment of %s failed: %s" % (
+                host, status.get("msg") or "no message")}
+        with _slots.locked_book(args["book"]) as book:
+            record = _slots.record_event(book, host, "booted", self._clock(), status)
+        result = {"booted": status.get("booted"), "ansible_facts": {"os_activate_result": record}}
+        if record["booted_digest"] != record["target_digest"]:
+            result.update(failed=True, msg="%s booted %s, not %s" % (host, record["booted_digest"], record["target_digest"]))
+        return result
 
     def _op_fail(self, args, task_vars):
         with _slots.locked_book(args["book"]) as book:

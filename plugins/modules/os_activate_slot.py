@@ -27,13 +27,14 @@ description:
     up to O(fleetlock_timeout) seconds, and frees it with C(POST /v1/steady-state). FleetLock then
     shares the budget with other controllers, sliced jobs and other reboot managers."
   - O(op=open) makes the book, O(op=acquire) waits for a slot, O(op=event) and O(op=fail) record
-    the activation, O(op=release) frees the slot, O(op=canary) closes the canary batch, O(op=close)
+    the activation, O(op=booted) reads the booted deployment on the host once it is back
+    (M(fleetos.layering.os_info)) and fails unless it is the target, O(op=release) frees the slot, O(op=canary) closes the canary batch, O(op=close)
     returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot that a
     killed run left.
   - Each record operation returns the host's activation record as the fact C(os_activate_result);
     the record is built in one place, by this action.
   - This module is implemented as an action plugin on the controller; only the FleetLock calls
-    run on the host (M(ansible.builtin.uri)).
+    (M(ansible.builtin.uri)) and the read of O(op=booted) run on the host.
 author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:
@@ -53,7 +54,7 @@ options:
       - What to do; see the description.
     type: str
     required: true
-    choices: [open, acquire, event, fail, release, unlock, canary, close]
+    choices: [open, acquire, event, booted, fail, release, unlock, canary, close]
   book:
     description:
       - The path of the book that O(op=open) returned (RV(book)); required for every other operation
@@ -125,6 +126,12 @@ options:
     description:
       - O(op=event), the result of M(fleetos.layering.os_info) that the event reads.
     type: dict
+  backend:
+    description:
+      - O(op=booted), the tool that manages the host's deployments.
+    type: str
+    default: rpm-ostree
+    choices: [rpm-ostree, bootc]
   task:
     description:
       - O(op=fail), the name of the task that failed.
@@ -141,7 +148,8 @@ options:
     default: true
   reboot:
     description:
-      - O(op=fail) in the reboot phase, the result of M(fleetos.layering.os_reboot).
+      - O(op=booted), and O(op=fail) in the reboot phase, the result of M(fleetos.layering.os_reboot);
+        O(op=booted) fails, before recording the host back, when that result is unreachable.
     type: dict
   probe:
     description:
@@ -243,6 +251,11 @@ reason:
   returned: op is acquire
   type: str
   sample: "3 activation(s) failed (node02, node05, node07), max_failures is 3"
+booted:
+  description: O(op=booted), the booted deployment as M(fleetos.layering.os_info) returns it.
+  returned: op is booted and the host was read
+  type: dict
+  sample: {checksum: "5d2f...", image: {digest: "sha256:3f5a..."}}
 roll_back:
   description: O(op=fail), whether the host is to be rolled back now.
   returned: op is fail
@@ -268,7 +281,7 @@ os_activate_result:
     - The host's activation record, also set as a fact - host, pool, mode, status (started, activated, failed),
       phase, holds_slot, target_digest, old_digest, booted_digest, granted_at, activate_start, reboot_start,
       reboot_end, verified_at, released_at, rolled_back, rollback_start, rollback_end, fleetlock, reason.
-  returned: op is acquire (granted), event, fail or release
+  returned: op is acquire (granted), event, booted (when the target is booted), fail or release
   type: dict
   sample: {host: node01, pool: blue, status: activated, holds_slot: false, target_digest: "sha256:3f5a..."}
 os_activate_summary:

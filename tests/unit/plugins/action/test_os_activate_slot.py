@@ -111,3 +111,55 @@ def test_bad_input_is_one_sentence():
     world = World()
     result = run(world, op="open", hosts=[{"host": "n1", "pool": "a"}], budgets={"b": 1})
     assert result["failed"] and result["msg"] == "The budget slot operation open failed: pool a of host n1 has no budget."
+
+
+def _status(digest):
+    return {"booted": {"checksum": "c" * 64, "image": {"digest": digest}}, "staged": None, "rollback": None}
+
+
+def _granted(world, digest):
+    """n1 holds the slot, is past its reboot, and os_info on it answers ``digest`` booted."""
+    book = open_book(world)
+    assert run(world, "n1", op="acquire", book=book, target_digest=T, old_digest="sha256:" + "a" * 64)["granted"]
+    run(world, "n1", op="event", book=book, event="reboot_start")
+    world.reads = []
+
+    def module(module_name, module_args, task_vars):
+        world.reads.append((module_name, module_args))
+        return _status(digest)
+    world.module = module
+    return book
+
+
+def test_booted_reads_the_host_and_moves_to_health_on_the_target():
+    world = World()
+    book = _granted(world, T)
+    world.now += 12
+    result = run(world, "n1", op="booted", book=book, backend="bootc", reboot={"changed": True})
+    record = result["ansible_facts"]["os_activate_result"]
+    assert not result.get("failed") and world.reads == [("fleetos.layering.os_info", {"backend": "bootc"})]
+    assert record["phase"] == "health" and record["booted_digest"] == T and record["reboot_end"] == 1012.0
+    assert result["booted"]["image"]["digest"] == T
+
+
+def test_booted_on_another_digest_fails_in_the_verify_phase():
+    world = World()
+    other = "sha256:" + "9" * 64
+    book = _granted(world, other)
+    result = run(world, "n1", op="booted", book=book, reboot={"changed": True})
+    assert result["failed"] and result["msg"] == "n1 booted %s, not %s" % (other, T)
+    failed = run(world, "n1", op="fail", book=book, task="Read and verify the booted deployment", result=result)
+    record = failed["ansible_facts"]["os_activate_result"]
+    assert failed["roll_back"] and record["reason"].startswith("verify: Read and verify the booted deployment: n1 booted")
+
+
+def test_booted_after_an_unreachable_reboot_fails_in_the_reboot_phase_without_reading():
+    world = World()
+    book = _granted(world, T)
+    result = run(world, "n1", op="booted", book=book, reboot={"unreachable": True, "msg": "timed\n out"})
+    assert result["failed"] and result["msg"] == "n1 was unreachable after its reboot: timed out"
+    assert world.reads == []
+    failed = run(world, "n1", op="fail", book=book, task="Read and verify the booted deployment", result=result,
+                 reboot={"boot_id_before": "b1"}, probe={"unreachable": True}, reboot_timeout=30)
+    record = failed["ansible_facts"]["os_activate_result"]
+    assert not failed["roll_back"] and record["holds_slot"] and "did not come back within 30 s" in record["reason"]
