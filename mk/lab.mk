@@ -70,7 +70,7 @@ test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules
 # test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV) and then, on the same
 # second lab, the oldest ansible-core's tests (mk/matrix.mk). Every lab test file not named in
 # LAB_TESTS_B is in test-lab-a, so a new file runs without being listed. The molecule scenarios
-# read inventories/lab: they stay on the default lab. `make test` does not use them yet (Makefile).
+# read inventories/lab: they stay on the default lab. `make test` runs both at once (Makefile).
 LAB_TESTS_B := tests/lab/test_resume.py tests/lab/test_rollout.py tests/lab/test_adopt.py \
 	tests/lab/test_bootc_rollout.py tests/lab/test_plan.py tests/lab/test_runner.py
 LAB_TESTS_A = $(filter-out $(LAB_TESTS_B),$(sort $(patsubst $(REPO_ROOT)/%,%,$(wildcard $(REPO_ROOT)/tests/lab/test_*.py))))

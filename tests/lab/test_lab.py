@@ -422,10 +422,16 @@ def test_signature_server_and_signing_vars(lab):
     pid = int((lab.state / "sigstore.pid").read_text())
     with open("/proc/%d/cmdline" % pid, "rb") as handle:
         assert b"fleetlab\0_sigstore" in handle.read()
-    probe = ("import urllib.request, urllib.error\n"
-             "try:\n    urllib.request.urlopen(%r, timeout=5)\nexcept urllib.error.HTTPError as e:\n"
-             "    print(e.code)\n" % (url + "fleetos-signed/none@sha256=" + "0" * 64 + "/signature-1"))
+    # A connection that fails is tried again for up to 30 s (a loaded machine): the answer must be 404.
+    probe = ("import time, urllib.request, urllib.error\n"
+             "for attempt in range(6):\n"
+             "    try:\n        urllib.request.urlopen(%r, timeout=5)\n"
+             "    except urllib.error.HTTPError as e:\n        print(e.code)\n        break\n"
+             "    except OSError as e:\n        print('attempt', attempt, e)\n        time.sleep(5)\n"
+             % (url + "fleetos-signed/none@sha256=" + "0" * 64 + "/signature-1"))
     node = lab.nodes[0]
-    assert lab.exec(node, ["python3", "-c", probe]).stdout.strip() == "404"
+    answer = lab.exec(node, ["python3", "-c", probe]).stdout.strip().splitlines()
+    log = (lab.state / "sigstore.log").read_text()[-2000:] if (lab.state / "sigstore.log").exists() else ""
+    assert answer[-1:] == ["404"], (answer, log)
     reads = [e for e in lab.journal("signature_read") if e.get("node") == node and e["status"] == 404]
     assert reads and reads[-1]["path"].endswith("/signature-1")
