@@ -397,12 +397,56 @@ def most_held(book):
 
 # --- the book's file ------------------------------------------------------------------
 
-def create_book_file(book, directory=None):
-    """Write ``book`` to a new file, private to this user, in a new private directory: -> its path."""
-    folder = tempfile.mkdtemp(prefix="fleetos-slots-", dir=directory)
+def create_book_file(book, directory=None, owner=None):
+    """Write ``book`` to a new file, private to this user, in a new private directory: -> its path.
+
+    The directory's name carries ``owner``, the process of the run (ansible-playbook); the books
+    of this user's runs whose process is gone (killed before they closed their book) are removed.
+    """
+    owner = int(owner if owner is not None else os.getppid())
+    remove_stale_books(directory)
+    folder = tempfile.mkdtemp(prefix="fleetos-slots-%d-" % owner, dir=directory)
     path = os.path.join(folder, "book.json")
     _write(path, book)
     return path
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_books(directory=None):
+    """Remove this user's book directories whose run's process is gone: -> their names."""
+    directory = directory or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in sorted(names):
+        parts = name.split("-")
+        # fleetos-slots-<pid>-<random>; older books without a process id are left alone.
+        if not name.startswith("fleetos-slots-") or len(parts) < 4 or not parts[2].isdigit():
+            continue
+        folder = os.path.join(directory, name)
+        try:
+            if os.lstat(folder).st_uid != os.geteuid() or _alive(int(parts[2])):
+                continue
+        except OSError:
+            continue
+        for entry in ("book.json", "book.json.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, entry))
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+            removed.append(name)
+    return removed
 
 
 def _write(path, book):

@@ -300,6 +300,23 @@ def test_the_book_file_is_private_and_shared_by_processes(tmp_path):
     assert not os.path.exists(os.path.dirname(path))
 
 
+def test_a_new_book_removes_the_books_of_runs_that_are_gone(tmp_path):
+    gone = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+    gone.start()
+    gone.join(30)
+    stale = _slots.create_book_file(book("a:n1", {"a": 1}), str(tmp_path), owner=gone.pid)
+    with _slots.locked_book(stale):
+        pass
+    live = _slots.create_book_file(book("a:n1", {"a": 1}), str(tmp_path), owner=os.getpid())
+    older = tmp_path / "fleetos-slots-k2j3"  # a book without a process id is left alone
+    older.mkdir()
+    fresh = _slots.create_book_file(book("a:n1", {"a": 1}), str(tmp_path), owner=os.getpid())
+    assert not os.path.exists(os.path.dirname(stale))
+    assert os.path.exists(live) and os.path.exists(fresh) and older.is_dir()
+    assert os.path.basename(os.path.dirname(fresh)).startswith("fleetos-slots-%d-" % os.getpid())
+    assert _slots.remove_stale_books(str(tmp_path)) == []
+
+
 def test_a_book_of_another_version_is_refused(tmp_path):
     path = tmp_path / "book.json"
     path.write_text(json.dumps({"version": 99}))
