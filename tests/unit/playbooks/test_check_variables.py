@@ -63,10 +63,11 @@ def test_a_wrong_value_fails_before_anything_is_contacted(tmp_path, playbook, ex
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert failed == msg
     assert proc.stdout.index(CHECK) < proc.stdout.index("fatal:")
-    # Nothing after the check ran: no other task, no other play; and the check's two tasks ran once each
-    # (on the first host), not once per host.
-    assert proc.stdout.count("TASK [") == 2, proc.stdout[-3000:]
-    assert re.findall(r"^(?:ok|fatal|failed): \[([^]]+)\]", proc.stdout, re.M) == ["web-01", "web-01"]
+    # Nothing after the check ran: no other task, no other play; and the check's three tasks (refuse unknown
+    # variables, check every host's values once, refuse wrong values) ran once each (on the first
+    # host), not once per host.
+    assert proc.stdout.count("TASK [") == 3, proc.stdout[-3000:]
+    assert re.findall(r"^(?:ok|fatal|failed): \[([^]]+)\]", proc.stdout, re.M) == ["web-01"] * 3
     assert not (tmp_path / "out" / "plan.json").exists()
 
 
