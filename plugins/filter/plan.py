@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
@@ -35,7 +36,8 @@ def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_tran
 
 
 @empty_means_unset("lock")
-def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, play=None, check_pull_secret=True):
+def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, play=None, check_pull_secret=True,
+                       inputs=True):
     """Filter: the plan of every host of ``hosts`` from the inventory alone, at once (see rollout_plan_fleet.yml)."""
     if not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("rollout_plan_fleet needs a list of host names, such as ansible_play_hosts")
@@ -47,7 +49,8 @@ def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, pla
     manifests, lock, play = _fleet.plain(manifests), _fleet.plain(lock), _fleet.plain(play)
     values, defined = _fleet.read_hosts(hostvars, hosts, _fleet.secret_names(manifests), play)
     return _fleet.plan_fleet(_fleet.host_inputs(values, run_host, play), manifests, lock=lock,
-                             defined=defined if check_pull_secret else None)
+                             defined=defined if check_pull_secret else None,
+                             brief=not boolean(inputs, strict=False))
 
 
 @empty_means_unset("report_dir")

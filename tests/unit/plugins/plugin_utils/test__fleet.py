@@ -73,6 +73,17 @@ def fleet(hostvars, manifests=None, **kwargs):
     return rollout_plan_fleet(sorted(hostvars), hostvars, MANIFESTS if manifests is None else manifests, **kwargs)
 
 
+def test_without_inputs_each_host_has_its_plan_and_error_only():
+    hostvars = {"h1": {}, "h3": {"fleetos_pool_image": POOL_IMAGE}, "h5": {"fleetos_node_labels": {"gpu": "yes"}}}
+    full, brief = fleet(hostvars), fleet(hostvars, inputs=False)
+    assert {host: sorted(entry) for host, entry in brief["hosts"].items()} == {
+        host: ["error", "plan"] for host in hostvars}
+    assert brief["hosts"] == {host: {"error": entry["error"], "plan": entry["plan"]}
+                              for host, entry in full["hosts"].items()}
+    assert brief["hosts"]["h5"]["error"].startswith("mi.yaml document 1 (MachineImage 'gpu')")
+    assert (brief["wanted"], brief["manifests"]) == (full["wanted"], full["manifests"])
+
+
 @pytest.mark.parametrize("host, variables, source, name, digest, error", [
     ("h1", {"fleetos_pool_image": POOL_IMAGE}, "nodeName", "pin", D2, None),
     ("h2", {"fleetos_pool_image": POOL_IMAGE, "fleetos_node_labels": {"zone": "a"}}, "selector", "zone", D3, None),
