@@ -15,6 +15,7 @@ the budget.
 
 from __future__ import annotations
 
+import os
 import time
 
 from ansible.plugins.action import ActionBase
@@ -71,6 +72,9 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _clock = staticmethod(time.time)
     _sleep = staticmethod(time.sleep)
+    # The run's controller process (ansible-playbook): a worker outlives it when it is killed,
+    # and is then reparented.
+    _controller = staticmethod(os.getppid)
 
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
@@ -108,8 +112,15 @@ class ActionModule(ActionBase):
         path = _slots.create_book_file(book)
         return {"book": path, "canary": book["canary"], "budgets": _slots.summary(book)["budgets"]}
 
+    def _controller_gone(self, controller):
+        """Why a worker of a killed run stops waiting (it would take slots no one frees), or None."""
+        if self._controller() == controller:
+            return None
+        return "the run's controller process %d is gone" % controller
+
     def _op_acquire(self, args, task_vars):
         host = args["host"]
+        controller = self._controller()
         deadline = self._clock() + args["timeout"]
         while True:
             with _slots.locked_book(args["book"]) as book:
@@ -118,8 +129,12 @@ class ActionModule(ActionBase):
                     pool = book["hosts"][host]["pool"]
                     reason = "no budget slot of pool %s was freed within %s s (held by %s)" % (
                         pool, args["timeout"], ", ".join(_slots.holders(book, pool)) or "nobody")
-                    _slots.give_back(book, host, reason, self._clock())
                     answer = "refused"
+                elif answer == "wait":
+                    reason = self._controller_gone(controller)
+                    answer = "refused" if reason else answer
+                if answer == "refused":
+                    _slots.give_back(book, host, reason, self._clock())
             if answer != "wait":
                 break
             self._sleep(args["poll_interval"])
@@ -127,7 +142,7 @@ class ActionModule(ActionBase):
             return {"granted": False, "reason": reason}
         locked = False
         if args["fleetlock_url"]:
-            locked, reason = self._fleetlock_slot(args, task_vars)
+            locked, reason = self._fleetlock_slot(args, task_vars, controller)
             if not locked:
                 with _slots.locked_book(args["book"]) as book:
                     _slots.give_back(book, host, reason, self._clock(), stop=reason)
@@ -138,10 +153,13 @@ class ActionModule(ActionBase):
                                        fleetlock=bool(args["fleetlock_url"]))
         return {"granted": True, "reason": None, "changed": locked, "ansible_facts": {"os_activate_result": record}}
 
-    def _fleetlock_slot(self, args, task_vars):
+    def _fleetlock_slot(self, args, task_vars, controller):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
         deadline = self._clock() + args["fleetlock_timeout"]
         while True:
+            gone = self._controller_gone(controller)
+            if gone:
+                return False, gone
             ok, status = self._fleetlock("pre-reboot", args, task_vars)
             if ok:
                 return True, None

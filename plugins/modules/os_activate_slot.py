@@ -17,7 +17,8 @@ description:
     run keeps a I(book) in a private file on the controller; every fork of the run reads and writes
     it under an exclusive file lock, so the forks share one counting semaphore per pool. The book's
     directory names the run's process; O(op=open) removes the books of this user's runs whose
-    process is gone (killed before they closed their book).
+    process is gone (killed before they closed their book). A fork that outlives its run's
+    process (ansible-playbook killed) stops waiting for a slot, and takes none from FleetLock.
   - A host is activated as soon as its pool has a free slot (a sliding window, not waves). Free
     slots go to the waiting hosts of a pool in rollout order. A slot is recursive, owned by its host,
     and freed when the host is verified healthy, rolled back, or never disrupted. A host that went

@@ -34,7 +34,7 @@ class World:
         return {"status": status, "failed": status != 200}
 
 
-def run(world, host="n1", **args):
+def run(world, host="n1", controller=None, **args):
     task = MagicMock(Task)
     task.args = args
     task.async_val = 0
@@ -45,6 +45,8 @@ def run(world, host="n1", **args):
     action._clock = lambda: world.now
     action._sleep = world.sleep
     action._execute_module = world.module
+    if controller:
+        action._controller = controller
     return action.run(task_vars={"inventory_hostname": host})
 
 
@@ -163,3 +165,17 @@ def test_booted_after_an_unreachable_reboot_fails_in_the_reboot_phase_without_re
                  reboot={"boot_id_before": "b1"}, probe={"unreachable": True}, reboot_timeout=30)
     record = failed["ansible_facts"]["os_activate_result"]
     assert not failed["roll_back"] and record["holds_slot"] and "did not come back within 30 s" in record["reason"]
+
+
+def test_a_worker_whose_controller_is_gone_stops_waiting_and_takes_no_fleetlock_slot():
+    world = World()
+    book = open_book(world, budgets={"a": 1})
+    assert run(world, "n1", op="acquire", book=book, target_digest=T)["granted"]
+    parents = iter([4242, 4242, 1])  # ansible-playbook was killed: the worker is reparented
+
+    result = run(world, "n2", controller=lambda: next(parents), op="acquire", book=book, target_digest=T,
+                 fleetlock_url=URL, poll_interval=0.5)
+    assert not result["granted"] and result["reason"] == "the run's controller process 4242 is gone"
+    assert world.sleeps == [0.5] and world.calls == []
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    assert summary["not_activated"] == ["n2"]
