@@ -209,3 +209,31 @@ def test_a_layered_image_is_planned_from_the_lock_or_named_as_the_error(tmp_path
         "spec.layeredImage of MachineImage 'web-01-worker' (machine_images/layered.yaml document 1) names the "
         "LayeredImage 'worker', but no lock is given: set fleetos_rollout_lock to the layered-images.lock.yml "
         "compose.yml wrote")
+
+
+def test_the_role_gives_every_host_its_own_plan_without_a_status_read(tmp_path):
+    """os_plan_result templates lazily, as the host it is read for, to that host's record of the fleet plan (each
+    host's plan and error only without a status read)."""
+    playbook = tmp_path / "role.yml"
+    playbook.write_text("""- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: fleetos.layering.os_plan
+      vars:
+        os_plan_read_status: false
+    - ansible.builtin.debug:
+        msg: "PLAN {{ inventory_hostname }} {{ os_plan_result.host }} {{ os_plan_result.source }} {{ os_plan_result.pool }}"
+""")
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-c", "local",
+         "-i", str(EXAMPLE / "hosts.yml")],
+        env=ENV, cwd=str(tmp_path), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+        timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    found = {m.group(1): m.group(2, 3, 4) for m in re.finditer(r'"msg": "PLAN (\S+) (\S+) (\S+) (\S+)"', proc.stdout)}
+    assert sorted(found) == HOSTS
+    assert all(host == own for host, (own, _source, _pool) in found.items())
+    assert found["db-03"][1] == "nodeName"
+    assert {host: pool for host, (_own, _source, pool) in found.items()} == {
+        host: host.split("-", maxsplit=1)[0] for host in HOSTS}
