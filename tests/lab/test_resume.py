@@ -251,7 +251,9 @@ def test_two_rollouts_at_once_one_runs_the_other_stops_before_staging(lab, fleet
         assert rcs[results[0][1]] != 0 and rcs[results[1][1]] == 0
         for row in loser["hosts"]:
             assert row["status"] == "plan_failed" and row["stage_start"] is None, row
-            assert winner["rollout"] in row["reason"], row
+            # A host the winner rebooted while the loser waited for its lease did not answer.
+            assert winner["rollout"] in row["reason"] or row["reason"].startswith(
+                "taking the rollout lease failed: "), row
         leased = [r for r in loser["hosts"] if r["reason"].startswith("leased by rollout %s" % winner["rollout"])]
         assert leased and all("fleetos_rollout_break_lease=%s" % winner["rollout"] in r["reason"] for r in leased)
         assert {r["status"] for r in winner["hosts"]} == {"activated"}

@@ -114,6 +114,16 @@ def test_a_lease_that_failed_otherwise_is_an_error_with_its_message():
     assert (plan["action"], plan["reason"]) == ("error", "taking the rollout lease failed: Failed to write the lease.")
 
 
+def test_a_host_that_went_unreachable_while_leased_is_an_error_and_names_no_holder():
+    # rollout.yml registers the lease with ignore_unreachable: another rollout was rebooting the host.
+    unreachable = {"unreachable": True, "changed": False, "msg": "Failed to connect to the host via ssh: timed out"}
+    assert _resume.takeover(unreachable, _me()) is None
+    assert _resume.refusals({"n1": unreachable}) == {}
+    plan = _resume.lease_plan(_plan("stage"), unreachable, {})
+    assert (plan["action"], plan["reason"]) == (
+        "error", "taking the rollout lease failed: Failed to connect to the host via ssh: timed out")
+
+
 def test_a_host_a_killed_rollout_rebooted_into_the_target_is_verified():
     previous = {"rollout": "killed", "phase": "rebooting", "target_digest": TARGET, "released": False}
     plan = _resume.lease_plan(_plan(), _taken(previous), _resume.refusals({"n1": _taken(previous)}))
