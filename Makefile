@@ -117,7 +117,7 @@ lint: $(VENV_STAMP) ## ansible-lint (production profile) from the repository roo
 changelog-lint: $(VENV_STAMP) ## antsibull-changelog lint on changelogs/
 	cd $(REPO_ROOT) && $(VENV_BIN)/antsibull-changelog lint
 
-# The checks beside the lab tests, in two halves on two labs of their own (mk/lab.mk): the
+# The checks beside the lab tests, in three parts on three labs of their own (mk/lab.mk): the
 # lab's tests wait on sshd, reboots and the registry most of the time, the checks want the CPU.
 # The checks run at the lowest CPU priority (nice 19), so the lab's nodes and controllers,
 # whose timeouts are real, get the CPU first. Each part's output is printed when it ends.
@@ -127,9 +127,9 @@ checks: ## unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog
 checks-niced: ## checks at the lowest CPU priority (nice 19), as make test runs them beside the lab tests
 	nice -n 19 $(MAKE) --no-print-directory -C $(REPO_ROOT) checks
 
-test: ## deps and the venvs, then at once: checks-niced, test-lab-a, test-lab-b (then test-lab-oldest on its lab)
+test: ## deps and the venvs, then at once: checks-niced, test-lab-a, test-lab-b, test-lab-c (then test-lab-oldest on its lab)
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv core-venvs
-	$(MAKE) --no-print-directory -C $(REPO_ROOT) -j3 --output-sync=target checks-niced test-lab-a test-lab-b
+	$(MAKE) --no-print-directory -C $(REPO_ROOT) -j4 --output-sync=target checks-niced test-lab-a test-lab-b test-lab-c
 
 clean: ## Remove the venv, the collection copy and test output
 	rm -rf $(VENV) $(BUILD_DIR) $(REPO_ROOT)/tests/output $(REPO_ROOT)/.pytest_cache

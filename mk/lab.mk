@@ -65,22 +65,28 @@ endef
 test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules and playbooks on the lab
 	$(call run_lab_tests,$(LAB_TESTS))
 
-# The lab tests in two halves, each on a lab of its own, to run at once (`make -j2 test-lab-a
-# test-lab-b`; the lab's tests wait on sshd, reboots and the registry about half of the time):
-# test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV) and then, on the same
-# second lab, the oldest ansible-core's tests (mk/matrix.mk). Every lab test file not named in
-# LAB_TESTS_B is in test-lab-a, so a new file runs without being listed. The molecule scenarios
-# read inventories/lab: they stay on the default lab. `make test` runs both at once (Makefile).
-LAB_TESTS_B := tests/lab/test_resume.py tests/lab/test_rollout.py tests/lab/test_adopt.py \
-	tests/lab/test_bootc_rollout.py tests/lab/test_plan.py tests/lab/test_runner.py
-LAB_TESTS_A = $(filter-out $(LAB_TESTS_B),$(sort $(patsubst $(REPO_ROOT)/%,%,$(wildcard $(REPO_ROOT)/tests/lab/test_*.py))))
+# The lab tests in three parts, each on a lab of its own, to run at once (`make -j3 test-lab-a
+# test-lab-b test-lab-c`; the lab's tests wait on sshd, reboots and the registry most of the time):
+# test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV), test-lab-c on a third
+# (LAB3_ENV) and then, on that same lab, the oldest ansible-core's tests (mk/matrix.mk). Every lab
+# test file not named in LAB_TESTS_B or LAB_TESTS_C is in test-lab-a, so a new file runs without
+# being listed. The molecule scenarios read inventories/lab: they stay on the default lab.
+# `make test` runs the three at once, beside the checks (Makefile).
+LAB_TESTS_B := tests/lab/test_resume.py tests/lab/test_rollout.py tests/lab/test_bootc_rollout.py \
+	tests/lab/test_plan.py tests/lab/test_runner.py
+LAB_TESTS_C := tests/lab/test_rollout_failures.py tests/lab/test_adopt.py
+LAB_TESTS_A = $(filter-out $(LAB_TESTS_B) $(LAB_TESTS_C),$(sort $(patsubst $(REPO_ROOT)/%,%,$(wildcard $(REPO_ROOT)/tests/lab/test_*.py))))
 LAB2_ENV := FLEETLAB_NETNS=fleetlab2 FLEETLAB_STATE=$(BUILD_DIR)/lab2/state FLEETLAB_INVENTORY=$(BUILD_DIR)/lab2/inventory
+LAB3_ENV := FLEETLAB_NETNS=fleetlabc FLEETLAB_STATE=$(BUILD_DIR)/lab3/state FLEETLAB_INVENTORY=$(BUILD_DIR)/lab3/inventory
 
-.PHONY: test-lab-a test-lab-b
+.PHONY: test-lab-a test-lab-b test-lab-c
 
-test-lab-a: deps venv ## The lab tests not in LAB_TESTS_B, on the default lab
+test-lab-a: deps venv ## The lab tests not in LAB_TESTS_B or LAB_TESTS_C, on the default lab
 	$(call run_lab_tests,$(LAB_TESTS_A))
 
-test-lab-b: deps venv ## The lab tests of LAB_TESTS_B on a second lab, then test-lab-oldest on it
+test-lab-b: deps venv ## The lab tests of LAB_TESTS_B on a second lab
 	env $(LAB2_ENV) $(MAKE) --no-print-directory test-lab LAB_TESTS="$(LAB_TESTS_B)"
-	env $(LAB2_ENV) $(MAKE) --no-print-directory test-lab-oldest
+
+test-lab-c: deps venv ## The lab tests of LAB_TESTS_C on a third lab, then test-lab-oldest on it
+	env $(LAB3_ENV) $(MAKE) --no-print-directory test-lab LAB_TESTS="$(LAB_TESTS_C)"
+	env $(LAB3_ENV) $(MAKE) --no-print-directory test-lab-oldest
