@@ -124,8 +124,9 @@ changelog-lint: $(VENV_STAMP) ## antsibull-changelog lint on changelogs/
 checks: ## unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog-lint, package (mk/package.mk)
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) unit unit-matrix sanity sanity-matrix lint changelog-lint package
 
+# -j1: one check after another, whatever make test's -j; a job slot of its own, not the labs'.
 checks-niced: ## checks at the lowest CPU priority (nice 19), as make test runs them beside the lab tests
-	nice -n 19 $(MAKE) --no-print-directory -C $(REPO_ROOT) checks
+	nice -n 19 $(MAKE) --no-print-directory -C $(REPO_ROOT) -j1 checks
 
 test: ## deps and the venvs, then at once: checks-niced, test-lab-a, test-lab-b, test-lab-c (then test-lab-oldest on its lab)
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv core-venvs
