@@ -407,9 +407,23 @@ def test_up_grows_then_down_leaves_nothing_behind(lab):
             root = os.readlink("/proc/%s/root" % pid)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        if str(FLEETLAB) + " _" in cmdline or state in cmdline or root.startswith(state):
+        if (str(FLEETLAB) + " _" in cmdline and _lab_of(pid) == LAB_NETNS) or state in cmdline \
+                or root.startswith(state):
             leftovers.append((pid, cmdline))
     assert leftovers == []
+
+
+def _lab_of(pid):
+    """The lab (FLEETLAB_NETNS) a fleetlab process was started for: make test runs three at once."""
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as handle:
+            environ = handle.read().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    for item in environ:
+        if item.startswith(b"FLEETLAB_NETNS="):
+            return item.split(b"=", 1)[1].decode()
+    return "fleetlab"
 
 
 def test_signature_server_and_signing_vars(lab):
