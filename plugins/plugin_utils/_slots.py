@@ -34,6 +34,8 @@ import json
 import os
 import tempfile
 
+from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
+
 VERSION = 1
 STATES = ("queued", "waiting", "holding", "done", "lost", "not_activated")
 # The phases of an activation, as far as it got: a failure is handled by the phase.
@@ -411,16 +413,6 @@ def create_book_file(book, directory=None, owner=None):
     return path
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_books(directory=None):
     """Remove this user's book directories whose run's process is gone: -> their names."""
     directory = directory or tempfile.gettempdir()
@@ -436,15 +428,12 @@ def remove_stale_books(directory=None):
             continue
         folder = os.path.join(directory, name)
         try:
-            if os.lstat(folder).st_uid != os.geteuid() or _alive(int(parts[2])):
+            if os.lstat(folder).st_uid != os.geteuid() or process_start(parts[2]) is not None:
                 continue
         except OSError:
             continue
-        for entry in ("book.json", "book.json.lock"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(folder, entry))
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
+        remove_book_file(os.path.join(folder, "book.json"))
+        if not os.path.exists(folder):
             removed.append(name)
     return removed
 
