@@ -6,13 +6,22 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from unittest.mock import MagicMock
+
+import pytest
 
 from ansible.playbook.task import Task
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
 
 T = "sha256:" + "b" * 64
 URL = "http://198.51.100.1:8080/"
+
+
+@pytest.fixture(autouse=True)
+def books_in_tmp_path(tmp_path, monkeypatch):
+    """The books this module opens go to the test's own directory, not the machine's /tmp."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 class World:
