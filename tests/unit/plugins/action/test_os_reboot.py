@@ -10,8 +10,8 @@ from unittest.mock import MagicMock
 import pytest
 
 from ansible.errors import AnsibleConnectionFailure
-from ansible.playbook.task import Task
 from ansible_collections.fleetos.layering.plugins.action import os_reboot
+from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 BOOT = "cat /run/lab-boot-id"
 REBOOT = "rpm-ostree finalize-deployment --allow-unlocked abc"
@@ -47,15 +47,11 @@ class Host:
 
 
 def run(host, check_mode=False, transport="ssh", **args):
-    task = MagicMock(Task)
-    task.args = dict({"reboot_command": REBOOT, "boot_time_command": BOOT, "reboot_timeout": 20}, **args)
-    task.async_val = 0
-    task.check_mode = check_mode
     connection = MagicMock()
     connection.transport = transport
-    connection._shell.tmpdir = None
     connection.get_option.return_value = 10
-    action = os_reboot.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    action = new_action(os_reboot, dict({"reboot_command": REBOOT, "boot_time_command": BOOT, "reboot_timeout": 20}, **args),
+                        check_mode, connection)
     action._low_level_execute_command = host.execute
     action._sleep = host.sleep
     action._clock = lambda: host.now
