@@ -20,9 +20,11 @@ import time
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
 
-OPS = ("open", "acquire", "event", "booted", "fail", "release", "unlock", "canary", "close")
+OPS = ("open", "acquire", "prepare", "rebooting", "event", "booted", "fail", "release", "unlock", "canary", "close")
 
 ARGUMENT_SPEC = {
     "op": {"type": "str", "required": True, "choices": list(OPS)},
@@ -45,6 +47,7 @@ ARGUMENT_SPEC = {
     "result": {"type": "dict"},
     "rollback": {"type": "bool", "default": True},
     "reboot": {"type": "dict"},
+    "lease": {"type": "dict"},
     "probe": {"type": "dict"},
     "reboot_timeout": {"type": "int", "default": 600},
     "fleetlock_url": {"type": "str"},
@@ -56,6 +59,8 @@ ARGUMENT_SPEC = {
 REQUIRED_IF = [
     ("op", "open", ("hosts", "budgets")),
     ("op", "acquire", ("book", "target_digest")),
+    ("op", "prepare", ("book",)),
+    ("op", "rebooting", ("book",)),
     ("op", "event", ("book", "event")),
     ("op", "booted", ("book",)),
     ("op", "fail", ("book",)),
@@ -168,6 +173,67 @@ class ActionModule(ActionBase):
                     args["fleetlock_timeout"], args["host"], status)
             self._sleep(args["fleetlock_retry_delay"])
 
+    def _read_deployments(self, args, task_vars):
+        """The host's deployments, as fleetos.layering.os_info returns them.
+
+        On rpm-ostree, ``rpm-ostree status --json`` runs as a plain command and is parsed here, with
+        the module's own parser: a module run costs the host a Python start and Ansible's module
+        code, several times the command's own time on a busy fleet, and this read is in a slot hold.
+        rpm-ostree status needs no privileges, so the command is not run with become (which would
+        also give it a terminal that mixes its errors into the JSON). bootc: the module.
+        """
+        if args["backend"] != "rpm-ostree":
+            return self._execute_module(module_name="fleetos.layering.os_info", task_vars=task_vars,
+                                        module_args={"backend": args["backend"]})
+        res = self._low_level_execute_command("rpm-ostree status --json", sudoable=False)
+        if res.get("rc") != 0:
+            cause = (res.get("stderr") or res.get("stdout") or "no output").strip().splitlines() or ["no output"]
+            return {"failed": True, "msg": "rpm-ostree status --json exited with %s: %s" % (res.get("rc"), cause[-1])}
+        try:
+            status = _rpm_ostree.parse_status(res.get("stdout") or "")
+        except FleetosError as exc:
+            return {"failed": True, "msg": exc.msg}
+        return dict(status, backend="rpm-ostree")
+
+    def _op_prepare(self, args, task_vars):
+        """Before the reboot: read the host's deployments and check that they are what the mode needs."""
+        host = args["host"]
+        with _slots.locked_book(args["book"]) as book:
+            record = _slots.record_of(book, host)
+        status = self._read_deployments(args, task_vars)
+        if status.get("failed"):
+            return {"failed": True, "msg": "Reading the deployments of %s before the reboot failed: %s" % (
+                host, " ".join(str(status.get("msg") or "no message").split()))}
+        problem = _slots.prepare_problem(record, status, args["backend"])
+        result = {"status": status}
+        if problem:
+            result.update(failed=True, msg=problem)
+        return result
+
+    def _op_rebooting(self, args, task_vars):
+        """The host is about to reboot: its rollout lease says so (with ``lease``), then the book."""
+        host = args["host"]
+        with _slots.locked_book(args["book"]) as book:
+            record = _slots.record_of(book, host)
+        if args["lease"]:
+            lease = args["lease"]
+            module_args = {"rollout": lease.get("rollout"), "owner": lease.get("owner"),
+                           "started_at": lease.get("started_at"), "phase": "rebooting",
+                           "target_digest": record["target_digest"]}
+            if lease.get("ttl") is not None:
+                module_args["ttl"] = lease["ttl"]
+            written = self._execute_module(module_name="fleetos.layering.os_rollout_lease", task_vars=task_vars,
+                                           module_args=module_args)
+            if written.get("failed"):
+                return {"failed": True, "msg": "Recording the reboot in the rollout lease of %s failed: %s" % (
+                    host, " ".join(str(written.get("msg") or "no message").split()))}
+        if record["mode"] == "verify":
+            # Rebooted by a killed run already: nothing reboots now.
+            return {"ansible_facts": {"os_activate_result": record}}
+        with _slots.locked_book(args["book"]) as book:
+            record = _slots.record_event(book, host, "reboot_start", self._clock(), args["status"])
+        return {"ansible_facts": {"os_activate_result": record}}
+
     def _op_event(self, args, task_vars):
         with _slots.locked_book(args["book"]) as book:
             record = _slots.record_event(book, args["host"], args["event"], self._clock(), args["status"])
@@ -183,8 +249,7 @@ class ActionModule(ActionBase):
                 host, " ".join(str(reboot.get("msg") or "no answer").split()))}
         with _slots.locked_book(args["book"]) as book:
             _slots.record_event(book, host, "reboot_end", self._clock())
-        status = self._execute_module(module_name="fleetos.layering.os_info", task_vars=task_vars,
-                                      module_args={"backend": args["backend"]})
+        status = self._read_deployments(args, task_vars)
         if status.get("failed"):
             return {"failed": True, "msg": "Reading the booted deployment of %s failed: %s" % (
                 host, status.get("msg") or "no message")}

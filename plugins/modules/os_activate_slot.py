@@ -29,8 +29,12 @@ description:
     O(fleetlock_id)), from the host itself, asked again every O(fleetlock_retry_delay) seconds for
     up to O(fleetlock_timeout) seconds, and frees it with C(POST /v1/steady-state). FleetLock then
     shares the budget with other controllers, sliced jobs and other reboot managers."
-  - O(op=open) makes the book, O(op=acquire) waits for a slot, O(op=event) and O(op=fail) record
-    the activation, O(op=booted) reads the booted deployment on the host once it is back
+  - O(op=open) makes the book, O(op=acquire) waits for a slot, O(op=prepare) reads the host's
+    deployments before the reboot (M(fleetos.layering.os_info), on the host) and fails unless the
+    target is staged (mode V(finalize)) or is the previous deployment with nothing staged (mode
+    V(rollback)), O(op=rebooting) records the reboot start (and first, with O(lease), phase
+    V(rebooting) in the host's rollout lease, M(fleetos.layering.os_rollout_lease) on the host),
+    O(op=event) and O(op=fail) record the activation, O(op=booted) reads the booted deployment on the host once it is back
     (M(fleetos.layering.os_info)) and fails unless it is the target, O(op=release) frees the slot, O(op=canary) closes the canary batch, O(op=close)
     returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot that a
     killed run left.
@@ -57,7 +61,7 @@ options:
       - What to do; see the description.
     type: str
     required: true
-    choices: [open, acquire, event, booted, fail, release, unlock, canary, close]
+    choices: [open, acquire, prepare, rebooting, event, booted, fail, release, unlock, canary, close]
   book:
     description:
       - The path of the book that O(op=open) returned (RV(book)); required for every other operation
@@ -127,11 +131,18 @@ options:
     choices: [reboot_start, reboot_end, booted, verified, rollback_start, rolled_back]
   status:
     description:
-      - O(op=event), the result of M(fleetos.layering.os_info) that the event reads.
+      - O(op=event) and O(op=rebooting), the result of M(fleetos.layering.os_info) that the event reads
+        (for O(op=rebooting), the RV(status) of O(op=prepare), whose booted digest is the one before the reboot).
+    type: dict
+  lease:
+    description:
+      - O(op=rebooting), the run's rollout lease (keys C(rollout), C(owner), C(started_at) and an optional
+        C(ttl)); when given, the host's lease records phase V(rebooting) to the target first. Empty or
+        omitted, no lease is written.
     type: dict
   backend:
     description:
-      - O(op=booted), the tool that manages the host's deployments.
+      - O(op=prepare) and O(op=booted), the tool that manages the host's deployments.
     type: str
     default: rpm-ostree
     choices: [rpm-ostree, bootc]
@@ -254,6 +265,11 @@ reason:
   returned: op is acquire
   type: str
   sample: "3 activation(s) failed (node02, node05, node07), max_failures is 3"
+status:
+  description: O(op=prepare), the host's deployments as M(fleetos.layering.os_info) returns them.
+  returned: op is prepare and the host was read
+  type: dict
+  sample: {booted: {checksum: "5d2f..."}, staged: {checksum: "9c1e...", image: {digest: "sha256:3f5a..."}}}
 booted:
   description: O(op=booted), the booted deployment as M(fleetos.layering.os_info) returns it.
   returned: op is booted and the host was read
@@ -284,7 +300,7 @@ os_activate_result:
     - The host's activation record, also set as a fact - host, pool, mode, status (started, activated, failed),
       phase, holds_slot, target_digest, old_digest, booted_digest, granted_at, activate_start, reboot_start,
       reboot_end, verified_at, released_at, rolled_back, rollback_start, rollback_end, fleetlock, reason.
-  returned: op is acquire (granted), event, booted (when the target is booted), fail or release
+  returned: op is acquire (granted), rebooting, event, booted (when the target is booted), fail or release
   type: dict
   sample: {host: node01, pool: blue, status: activated, holds_slot: false, target_digest: "sha256:3f5a..."}
 os_activate_summary:

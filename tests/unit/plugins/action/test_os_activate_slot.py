@@ -5,14 +5,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from unittest.mock import MagicMock
 
 import pytest
 
-from ansible.playbook.task import Task
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
+from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 T = "sha256:" + "b" * 64
 URL = "http://198.51.100.1:8080/"
@@ -32,10 +32,19 @@ class World:
         self.sleeps = []
         self.answers = list(answers)
         self.calls = []
+        self.reads = []
+        # What rpm-ostree status --json prints on the host (a document), or a result dict with rc.
+        self.rpm_ostree = None
 
     def sleep(self, seconds):
         self.sleeps.append(seconds)
         self.now += seconds
+
+    def command(self, cmd, sudoable=True):
+        self.reads.append((cmd, sudoable))
+        if isinstance(self.rpm_ostree, dict) and "rc" in self.rpm_ostree:
+            return self.rpm_ostree
+        return {"rc": 0, "stdout": json.dumps(self.rpm_ostree), "stderr": ""}
 
     def module(self, module_name, module_args, task_vars):
         self.calls.append((module_name, module_args["url"], module_args["body"]["client_params"]))
@@ -44,16 +53,11 @@ class World:
 
 
 def run(world, host="n1", controller=None, **args):
-    task = MagicMock(Task)
-    task.args = args
-    task.async_val = 0
-    task.check_mode = False
-    connection = MagicMock()
-    connection._shell.tmpdir = None
-    action = os_activate_slot.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    action = new_action(os_activate_slot, args)
     action._clock = lambda: world.now
     action._sleep = world.sleep
     action._execute_module = world.module
+    action._low_level_execute_command = world.command
     if controller:
         action._controller = controller
     return action.run(task_vars={"inventory_hostname": host})
@@ -128,12 +132,25 @@ def _status(digest):
     return {"booted": {"checksum": "c" * 64, "image": {"digest": digest}}, "staged": None, "rollback": None}
 
 
+def _rpm_ostree_doc(booted=None, staged=None, rollback=None):
+    """rpm-ostree status --json of a host with deployments on these digests (next boot first)."""
+    deployments = []
+    for digest, role in ((staged, "staged"), (booted, "booted"), (rollback, None)):
+        if digest:
+            deployments.append({"id": "fedora-%s" % role, "osname": "fedora", "checksum": digest[7:] * 1,
+                                "booted": role == "booted", "staged": role == "staged",
+                                "container-image-reference": "ostree-unverified-registry:reg.example/os@" + digest,
+                                "container-image-reference-digest": digest})
+    return {"deployments": deployments, "transaction": None}
+
+
 def _granted(world, digest):
     """n1 holds the slot, is past its reboot, and os_info on it answers ``digest`` booted."""
     book = open_book(world)
     assert run(world, "n1", op="acquire", book=book, target_digest=T, old_digest="sha256:" + "a" * 64)["granted"]
     run(world, "n1", op="event", book=book, event="reboot_start")
     world.reads = []
+    world.rpm_ostree = _rpm_ostree_doc(booted=digest)
 
     def module(module_name, module_args, task_vars):
         world.reads.append((module_name, module_args))
@@ -158,6 +175,7 @@ def test_booted_on_another_digest_fails_in_the_verify_phase():
     other = "sha256:" + "9" * 64
     book = _granted(world, other)
     result = run(world, "n1", op="booted", book=book, reboot={"changed": True})
+    assert world.reads == [("rpm-ostree status --json", False)]
     assert result["failed"] and result["msg"] == "n1 booted %s, not %s" % (other, T)
     failed = run(world, "n1", op="fail", book=book, task="Read and verify the booted deployment", result=result)
     record = failed["ansible_facts"]["os_activate_result"]
@@ -188,3 +206,119 @@ def test_a_worker_whose_controller_is_gone_stops_waiting_and_takes_no_fleetlock_
     assert world.sleeps == [0.5] and world.calls == []
     summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
     assert summary["not_activated"] == ["n2"]
+
+
+def _holding(world, mode="finalize", lease_answer=None, **digests):
+    """n1 holds the slot in ``mode``; the host's deployments are on ``digests`` (booted, staged,
+    rollback), as os_info (bootc) and rpm-ostree status --json tell them; os_rollout_lease answers
+    ``lease_answer``."""
+    book = open_book(world)
+    assert run(world, "n1", op="acquire", book=book, target_digest=T, old_digest="sha256:" + "a" * 64, mode=mode)["granted"]
+    world.reads = []
+    world.rpm_ostree = _rpm_ostree_doc(**digests)
+    status = {role: ({"checksum": "d" * 64, "image": {"digest": digests[role]}} if digests.get(role) else None)
+              for role in ("booted", "staged", "rollback")}
+
+    def module(module_name, module_args, task_vars):
+        world.reads.append((module_name, module_args))
+        if module_name == "fleetos.layering.os_rollout_lease":
+            return lease_answer or {"acquired": True}
+        return status
+    world.module = module
+    return book
+
+
+OTHER = "sha256:" + "9" * 64
+OLD = "sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize("backend", ["rpm-ostree", "bootc"])
+@pytest.mark.parametrize("mode, digests, problem", [
+    ("finalize", {"booted": OLD, "staged": T}, None),
+    ("finalize", {"booted": OLD}, "n1 has no staged deployment at %s (staged: nothing)" % T),
+    ("finalize", {"booted": OLD, "staged": OTHER}, "n1 has no staged deployment at %s (staged: %s)" % (T, OTHER)),
+    ("rollback", {"booted": OLD, "rollback": T}, None),
+    ("rollback", {"booted": OLD, "rollback": OTHER}, "n1 has no previous deployment at %s or still has a staged one" % T),
+    ("rollback", {"booted": OLD}, "n1 has no previous deployment at %s or still has a staged one" % T),
+])
+def test_prepare_reads_the_host_and_checks_what_the_mode_needs(backend, mode, digests, problem):
+    world = World()
+    book = _holding(world, mode, **digests)
+    result = run(world, "n1", op="prepare", book=book, backend=backend)
+    if backend == "rpm-ostree":
+        # A plain command, without become (no terminal to mix its errors into the JSON), parsed here.
+        assert world.reads == [("rpm-ostree status --json", False)]
+        assert result["status"]["backend"] == "rpm-ostree"
+        assert result["status"]["booted"]["image"]["digest"] == digests["booted"]
+    else:
+        assert world.reads == [("fleetos.layering.os_info", {"backend": "bootc"})]
+    assert result.get("failed", False) is bool(problem) and result.get("msg") == problem
+    if problem:
+        failed = run(world, "n1", op="fail", book=book, task="Read and check the deployments before the reboot", result=result)
+        record = failed["ansible_facts"]["os_activate_result"]
+        # Nothing was disrupted: the host frees its slot, and is not rolled back.
+        assert not failed["roll_back"] and record["phase"] == "prepare" and not record["holds_slot"]
+
+
+@pytest.mark.parametrize("backend, staged, problem", [
+    ("bootc", T, None),
+    ("rpm-ostree", T, "n1 has no previous deployment at %s or still has a staged one" % T),
+])
+def test_prepare_for_a_rollback_lets_only_bootc_keep_a_staged_deployment(backend, staged, problem):
+    world = World()
+    book = _holding(world, "rollback", booted=OLD, staged=staged, rollback=T)
+    result = run(world, "n1", op="prepare", book=book, backend=backend)
+    assert result.get("msg") == problem
+
+
+@pytest.mark.parametrize("answer, backend, message", [
+    ({"rc": 1, "stdout": "", "stderr": "error: Could not connect\nto rpm-ostreed\n"}, "rpm-ostree",
+     "rpm-ostree status --json exited with 1: to rpm-ostreed"),
+    ({"rc": 0, "stdout": "not json", "stderr": ""}, "rpm-ostree",
+     "Failed to parse rpm-ostree status: the output is not JSON (Expecting value: line 1 column 1 (char 0))."),
+    ({"failed": True, "msg": "bootc\n status failed"}, "bootc", "bootc status failed"),
+])
+def test_prepare_that_cannot_read_the_host_fails_naming_it(answer, backend, message):
+    world = World()
+    book = _holding(world, booted=OLD, staged=T)
+    world.rpm_ostree = answer
+    world.module = lambda module_name, module_args, task_vars: answer
+    result = run(world, "n1", op="prepare", book=book, backend=backend)
+    assert result["failed"] and result["msg"] == "Reading the deployments of n1 before the reboot failed: " + message
+
+
+def test_rebooting_writes_the_lease_on_the_host_then_records_the_reboot_start():
+    world = World()
+    book = _holding(world)
+    world.now += 3
+    lease = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
+    before = {"booted": {"checksum": "d" * 64, "image": {"digest": "sha256:" + "e" * 64}}, "staged": None}
+    result = run(world, "n1", op="rebooting", book=book, lease=lease, status=before)
+    assert world.reads == [("fleetos.layering.os_rollout_lease", {
+        "rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600, "phase": "rebooting", "target_digest": T})]
+    record = result["ansible_facts"]["os_activate_result"]
+    assert record["phase"] == "reboot" and record["reboot_start"] == 1003.0
+    assert record["old_digest"] == "sha256:" + "e" * 64
+
+
+def test_rebooting_without_a_lease_only_records_and_in_mode_verify_records_nothing():
+    world = World()
+    book = _holding(world)
+    record = run(world, "n1", op="rebooting", book=book, lease={})["ansible_facts"]["os_activate_result"]
+    assert world.reads == [] and record["phase"] == "reboot"
+    world = World()
+    book = _holding(world, mode="verify")
+    record = run(world, "n1", op="rebooting", book=book, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})[
+        "ansible_facts"]["os_activate_result"]
+    assert [read[0] for read in world.reads] == ["fleetos.layering.os_rollout_lease"]
+    assert "ttl" not in world.reads[0][1]
+    assert record["phase"] == "prepare" and record["reboot_start"] is None
+
+
+def test_rebooting_whose_lease_write_fails_fails_before_the_reboot_start():
+    world = World()
+    book = _holding(world, lease_answer={"failed": True, "msg": "lease held by\nctl:2"})
+    result = run(world, "n1", op="rebooting", book=book, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
+    assert result["failed"] and result["msg"] == "Recording the reboot in the rollout lease of n1 failed: lease held by ctl:2"
+    failed = run(world, "n1", op="fail", book=book, task="Record that the host reboots into its target", result=result)
+    assert failed["ansible_facts"]["os_activate_result"]["phase"] == "prepare" and not failed["roll_back"]
