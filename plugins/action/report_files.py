@@ -15,10 +15,11 @@ a report is an artefact of the run on the controller, not a file on a managed ho
 from __future__ import annotations
 
 import os
-import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.plugins.action import ActionBase
+
+from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 
 ARGUMENT_SPEC = {
     "path": {"type": "path", "required": True},
@@ -66,18 +67,7 @@ def write_file(path, data, mode):
     """Write ``data`` (bytes) to ``path`` atomically with ``mode``; -> True when the file changed."""
     if not differs(path, data, mode):
         return False
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_file(path, data, mode)
     return True
 
 

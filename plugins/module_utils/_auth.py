@@ -29,6 +29,7 @@ import tempfile
 from contextlib import contextmanager
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse, shown
 
 AUTH_FILE_NAME = "auth.json"
@@ -323,15 +324,4 @@ def _write_private(path, data, mode):
     """Write ``data`` to ``path`` atomically (a temporary file in the same directory, then rename)."""
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".auth.json.", dir=directory)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_file(path, data, mode, fsync=True, prefix=".auth.json.")

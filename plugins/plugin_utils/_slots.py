@@ -34,6 +34,7 @@ import json
 import os
 import tempfile
 
+from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
 
 VERSION = 1
@@ -454,15 +455,7 @@ def remove_stale_books(directory=None):
 
 
 def _write(path, book):
-    fd, tmp = tempfile.mkstemp(prefix=".book-", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(book, handle, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_file(path, json.dumps(book, sort_keys=True).encode(), prefix=".book-")
 
 
 @contextlib.contextmanager
