@@ -21,7 +21,7 @@ import time
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
 
 OPS = ("open", "acquire", "prepare", "rebooting", "event", "booted", "fail", "release", "unlock", "canary", "close")
@@ -203,7 +203,7 @@ class ActionModule(ActionBase):
         status = self._read_deployments(args, task_vars)
         if status.get("failed"):
             return {"failed": True, "msg": "Reading the deployments of %s before the reboot failed: %s" % (
-                host, " ".join(str(status.get("msg") or "no message").split()))}
+                host, one_line(status.get("msg"), "no message"))}
         problem = _slots.prepare_problem(record, status, args["backend"])
         result = {"status": status}
         if problem:
@@ -226,7 +226,7 @@ class ActionModule(ActionBase):
                                            module_args=module_args)
             if written.get("failed"):
                 return {"failed": True, "msg": "Recording the reboot in the rollout lease of %s failed: %s" % (
-                    host, " ".join(str(written.get("msg") or "no message").split()))}
+                    host, one_line(written.get("msg"), "no message"))}
         if record["mode"] == "verify":
             # Rebooted by a killed run already: nothing reboots now.
             return {"ansible_facts": {"os_activate_result": record}}
@@ -246,7 +246,7 @@ class ActionModule(ActionBase):
         if reboot.get("unreachable"):
             # Before reboot_end: the failure is one of the reboot phase, which probes the host.
             return {"failed": True, "msg": "%s was unreachable after its reboot: %s" % (
-                host, " ".join(str(reboot.get("msg") or "no answer").split()))}
+                host, one_line(reboot.get("msg"), "no answer"))}
         with _slots.locked_book(args["book"]) as book:
             _slots.record_event(book, host, "reboot_end", self._clock())
         status = self._read_deployments(args, task_vars)

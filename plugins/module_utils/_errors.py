@@ -43,6 +43,11 @@ class OriginError(FleetosError):
     """An ostree origin file is unreadable, corrupt, or the edit would make it invalid."""
 
 
+def one_line(msg, default=""):
+    """``msg`` (``default`` when empty) on one line, its runs of white space made single spaces."""
+    return " ".join(str(msg or default).split())
+
+
 def sentence(msg):
     """``msg`` as the one sentence a task's ``msg`` is: on one line, ending with a period."""
     text = " ".join(str(msg).split())

@@ -30,18 +30,22 @@ description:
     up to O(fleetlock_timeout) seconds, and frees it with C(POST /v1/steady-state). FleetLock then
     shares the budget with other controllers, sliced jobs and other reboot managers."
   - O(op=open) makes the book, O(op=acquire) waits for a slot, O(op=prepare) reads the host's
-    deployments before the reboot (M(fleetos.layering.os_info), on the host) and fails unless the
-    target is staged (mode V(finalize)) or is the previous deployment with nothing staged (mode
-    V(rollback)), O(op=rebooting) records the reboot start (and first, with O(lease), phase
-    V(rebooting) in the host's rollout lease, M(fleetos.layering.os_rollout_lease) on the host),
-    O(op=event) and O(op=fail) record the activation, O(op=booted) reads the booted deployment on the host once it is back
-    (M(fleetos.layering.os_info)) and fails unless it is the target, O(op=release) frees the slot, O(op=canary) closes the canary batch, O(op=close)
-    returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot that a
-    killed run left.
+    deployments before the reboot and fails unless the target is staged (mode V(finalize)) or is
+    the previous deployment with nothing staged (mode V(rollback)), O(op=rebooting) records the
+    reboot start (and first, with O(lease), phase V(rebooting) in the host's rollout lease,
+    M(fleetos.layering.os_rollout_lease) on the host), O(op=event) and O(op=fail) record the
+    activation, O(op=booted) reads the booted deployment on the host once it is back and fails
+    unless it is the target, O(op=release) frees the slot, O(op=canary) closes the canary batch,
+    O(op=close) returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot
+    that a killed run left.
+  - O(op=prepare) and O(op=booted) read the deployments on rpm-ostree with C(rpm-ostree status --json),
+    run as a plain command without become and parsed on the controller, and on bootc with
+    M(fleetos.layering.os_info).
   - Each record operation returns the host's activation record as the fact C(os_activate_result);
     the record is built in one place, by this action.
   - This module is implemented as an action plugin on the controller; only the FleetLock calls
-    (M(ansible.builtin.uri)) and the read of O(op=booted) run on the host.
+    (M(ansible.builtin.uri)), the reads of O(op=prepare) and O(op=booted), and the lease write of
+    O(op=rebooting) run on the host.
 author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:

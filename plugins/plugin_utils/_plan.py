@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
@@ -94,7 +94,7 @@ def _results_by_item(results):
 
 def _failure(result):
     msg = result.get("msg") if isinstance(result, dict) else None
-    return " ".join(str(msg or "no result").split())
+    return one_line(msg, "no result")
 
 
 def _transport_of(deployment):
@@ -176,7 +176,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     }
     if error is not None:
         plan.update(source="error", action="error", paused=False,
-                    reason=" ".join(str(error or "planning failed").split()))
+                    reason=one_line(error, "planning failed"))
         return plan
     if isinstance(status, dict):
         booted, staged = status.get("booted"), status.get("staged")

@@ -29,6 +29,7 @@ import socket
 import time
 
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._lease import UNVERIFIED_PHASES, expired
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import short_digest
 
@@ -150,7 +151,7 @@ def lease_plan(plan, lease_result, refused=None, now=None):
                       % (_holder_sentence(holder), ", expired" if expired(holder, now) else "",
                          BREAK_VARIABLE, holder.get("rollout")))
         else:
-            reason = "taking the rollout lease failed: %s" % " ".join(str(result.get("msg") or "failed").split())
+            reason = "taking the rollout lease failed: %s" % one_line(result.get("msg"), "failed")
         return _error(plan, reason)
     if refused and plan.get("action") != "error":
         holders = "; ".join("%s on %s" % (who, ", ".join(hosts[:5]) + (" and %d more" % (len(hosts) - 5)

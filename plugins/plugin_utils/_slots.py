@@ -34,6 +34,7 @@ import json
 import os
 import tempfile
 
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
 
@@ -264,7 +265,7 @@ def record_event(book, host, event, now, status=None):
 def failure_text(phase, task, result):
     """``phase: task: message (rc=N)``, on one line, the message cut to ERROR_MAX characters."""
     result = result if isinstance(result, dict) else {}
-    msg = " ".join(str(result.get("msg") or "failed").split())[:ERROR_MAX]
+    msg = one_line(result.get("msg"), "failed")[:ERROR_MAX]
     text = "%s: %s: %s" % (phase, task or "task", msg)
     if result.get("rc") is not None:
         text += " (rc=%s)" % result["rc"]
