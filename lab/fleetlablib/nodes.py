@@ -382,10 +382,21 @@ def _nsenter(pid):
             "HOME=/root", "LANG=C.UTF-8", "TERM=dumb"]
 
 
-def exec_argv(name, argv):
+def booted_pid(name):
+    """The node's PID 1 once it has booted (its root is the deployment, /var mounted: boot.sh
+    made /run/ostree-booted there before pivot_root), else None. Between the start of a boot
+    and that moment PID 1 still sees the machine's own filesystem, where a command run in the
+    node would read and write the machine's files."""
     pid = init_pid(name)
+    if pid and os.path.exists("/proc/%d/root/run/ostree-booted" % pid):
+        return pid
+    return None
+
+
+def exec_argv(name, argv):
+    pid = booted_pid(name)
     if not pid:
-        raise LabError("node %s is not running (rebooting, faulted or stopped)" % name)
+        raise LabError("node %s is not running (booting, rebooting, faulted or stopped)" % name)
     return _nsenter(pid) + list(argv)
 
 
@@ -397,7 +408,7 @@ def node_status(name):
     faults = [f for f in FAULTS if fault_path(name, f).exists()]
     if faults:
         row["faults"] = faults
-    if not init_pid(name):
+    if not booted_pid(name):
         row["state"] = "rebooting" if supervisor_pid(name) else "stopped"
         return row
     proc = subprocess.run(exec_argv(name, ["rpm-ostree", "status", "--json"]),

@@ -13,7 +13,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 
-from fleetlablib import cli, common, fleetlock, images, inventory, net, registry, signing  # noqa: E402
+from fleetlablib import cli, common, fleetlock, images, inventory, net, nodes, registry, signing  # noqa: E402
 from fleetlablib.cli import build_parser  # noqa: E402
 
 UMOCI_TAG = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
@@ -287,3 +287,18 @@ def test_a_broken_pipe_that_is_not_stdout_is_not_hidden(monkeypatch, capsys):
     with pytest.raises(BrokenPipeError):
         cli.main(["journal"])
     capsys.readouterr()
+
+
+def test_exec_refuses_a_node_whose_boot_has_not_reached_its_deployment():
+    """PID 1 of a node that is booting still sees the machine's own filesystem until boot.sh
+    pivots into the deployment: a command entering it then would read and write the machine's
+    files (a lease read there found none). Here PID 1 is this test's process, whose root is
+    the machine's: the node counts as not running."""
+    assert not os.path.exists("/run/ostree-booted"), "this machine is itself ostree-booted"
+    ndir = nodes.node_dir("node01")
+    ndir.mkdir(parents=True)
+    (ndir / "init.pid").write_text("%d\n" % os.getpid())
+    assert nodes.init_pid("node01") == os.getpid()
+    assert nodes.booted_pid("node01") is None
+    with pytest.raises(common.LabError, match="node node01 is not running"):
+        nodes.exec_argv("node01", ["true"])

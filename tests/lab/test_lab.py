@@ -4,13 +4,19 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 import yaml
 
-from conftest import FLEETLAB, LAB_NETNS
+from conftest import FLEETLAB, LAB_NETNS, REPO
+
+sys.path.insert(0, str(REPO / "lab"))
+
+from fleetlablib import nodes  # noqa: E402
+from fleetlablib.common import LabError  # noqa: E402
 
 
 def _one_line_error(proc):
@@ -366,6 +372,46 @@ def test_a_node_has_a_dev_of_its_own(lab):
         lab.exec(node, "rm -f /dev/null && mknod -m 0666 /dev/null c 1 3")
     assert lab.exec(node, "stat -c '%F %t:%T %a' /dev/null").stdout.strip() == "character special file 1:3 666"
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_command_enters_a_rebooting_node_only_once_it_booted_its_deployment(lab):
+    """While a node boots, its PID 1 sees the machine's filesystem until boot.sh pivots into the
+    deployment; a command entered then read the machine's /var (a lease looked missing) and could
+    write the machine's files. The lab's exec refuses the node until it has booted: every read of
+    a file in the node's /var, as fast as fleetlab exec enters the node, finds it or is refused."""
+    node = lab.own_nodes("test_lab", 2)[1]
+    probe = "/var/lib/fleetlab-exec-probe-%s" % uuid.uuid4().hex
+    assert not os.path.exists(probe)
+    lab.exec(node, "echo %s > %s" % (node, probe))
+    before = lab.boot_id(node)
+    read, refused, wrong = 0, 0, []
+    try:
+        lab.exec(node, ["systemctl", "reboot"])
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                # What fleetlab exec runs, without its Python start: fast enough to land in a boot.
+                argv = nodes.exec_argv(node, ["sh", "-c", "cat %s && cat /run/lab-boot-id" % probe])
+            except LabError:
+                refused += 1
+                time.sleep(0.005)
+                continue
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+            lines = proc.stdout.split()
+            if proc.returncode != 0 or lines[:1] != [node]:
+                wrong.append((proc.returncode, proc.stdout + proc.stderr))
+                continue
+            read += 1
+            if lines[1:] and lines[1] != before:
+                break
+        else:
+            raise AssertionError("node %s did not come back" % node)
+    finally:
+        lab.wait_up(node, 120)
+        lab.exec(node, ["rm", "-f", probe])
+    assert not wrong, wrong[:3]
+    assert read and refused, (read, refused)
+    assert not os.path.exists(probe)
 
 
 def test_claim_gives_an_owner_the_same_new_nodes_each_time(lab):
