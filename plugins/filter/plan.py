@@ -54,7 +54,7 @@ def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, pla
 
 
 @empty_means_unset("report_dir")
-def rollout_plan_report(plans, manifest_errors=None, warnings=None, report_dir=None):
+def rollout_plan_report(plans, manifest_errors=None, warnings=None, report_dir=None, host_lines=True):
     """Filter: what playbooks/plan.yml prints and writes (see rollout_plan_report.yml)."""
     if not isinstance(plans, (dict, list, tuple)):
         raise AnsibleFilterError("rollout_plan_report needs the fleet's plan record or a list of host plans")
@@ -63,7 +63,8 @@ def rollout_plan_report(plans, manifest_errors=None, warnings=None, report_dir=N
             # Only the plans: each value read from a variable is templated as it is read.
             plans = [entry["plan"] for entry in (plans.get("hosts") or {}).values()]
         return _plan_report.report(_fleet.plain(plans), _fleet.plain(manifest_errors) or [],
-                                   _fleet.plain(warnings) or [], report_dir=report_dir)
+                                   _fleet.plain(warnings) or [], report_dir=report_dir,
+                                   each_host=boolean(host_lines, strict=False))
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 

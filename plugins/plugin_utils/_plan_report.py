@@ -129,10 +129,13 @@ def plan_json(rows, manifest_errors=(), warnings=()):
                        "warnings": list(warnings or ())}, indent=4, sort_keys=True, separators=(",", ": "))
 
 
-def report(plans, manifest_errors=(), warnings=(), report_dir=None):
+def report(plans, manifest_errors=(), warnings=(), report_dir=None, each_host=True):
     """Everything plan.yml prints and writes, without the rows themselves (each result of a task is
     handled again by Ansible: the rows of 10,000 hosts once are enough):
-    ``{table, hosts, markdown, json, stats, count, errors, reasons}``."""
+    ``{table, hosts, markdown, json, stats, count, errors, reasons, manifest_errors, warnings}``.
+    ``hosts`` (each host's lines) is empty unless ``each_host``: a plan too large to read host by
+    host on a terminal is all in its table, plan.md and plan.json."""
+    manifest_errors, warnings = list(manifest_errors or ()), list(warnings or ())
     rows = rows_of(plans)
     errors = [row for row in rows if row.get("action") == "error"]
     reasons = []
@@ -141,11 +144,13 @@ def report(plans, manifest_errors=(), warnings=(), report_dir=None):
             reasons.append(row.get("reason"))
     return {
         "table": table(rows),
-        "hosts": [host_lines(row) for row in rows],
+        "hosts": [host_lines(row) for row in rows] if each_host else [],
         "markdown": markdown(rows, manifest_errors, warnings),
         "json": plan_json(rows, manifest_errors, warnings),
         "stats": job_stats({"hosts": rows}, "plan", report_dir=report_dir),
         "count": len(rows),
         "errors": len(errors),
         "reasons": reasons,
+        "manifest_errors": manifest_errors,
+        "warnings": warnings,
     }

@@ -106,6 +106,19 @@ def test_the_example_plans_without_manifest_errors(tmp_path):
     assert {row["host"]: row["source"] for row in report["hosts"]}["db-03"] == "nodeName"
 
 
+@pytest.mark.parametrize("limit, shown", [(10, True), (9, False)])
+def test_each_hosts_plan_is_printed_up_to_fleetos_plan_show_hosts(tmp_path, limit, shown):
+    proc, report, markdown = plan(tmp_path, {}, extra=["-e", "fleetos_plan_show_hosts=%d" % limit])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    note = "Each host's plan is in plan.md and plan.json: 10 hosts, more than fleetos_plan_show_hosts (9) to print"
+    blocks = [line for line in proc.stdout.splitlines() if line.strip().startswith('"db-03 pool=')]
+    assert (len(blocks), note in proc.stdout) == ((1, False) if shown else (0, True)), proc.stdout[-4000:]
+    # The table, plan.md and plan.json have every host either way.
+    assert sorted(row["host"] for row in report["hosts"]) == HOSTS
+    assert all("| %s |" % host in markdown for host in HOSTS)
+    assert sum(1 for line in proc.stdout.splitlines() if line.strip().startswith('"db-03       ')) == 1
+
+
 def exported_inventory(tmp_path):
     """The example inventory (hosts + the machine_images inventory plugin) as AWX imports it: flattened by
     ``ansible-inventory --list --export`` and handed to the job as an inventory script, with no manifests

@@ -75,3 +75,15 @@ def test_the_report_sorts_hosts_as_ansible_does_and_counts_errors():
     assert report["json"] == to_nice_json({"manifest_errors": [], "hosts": rows, "errors": 2, "warnings": []})
     assert report["stats"]["fleetos_last_plan"]["result"] == "failed"
     assert report["stats"]["fleetos_last_plan"]["report_dir"] is None
+
+
+@pytest.mark.parametrize("host_lines", [True, "yes", False, "false"])
+def test_the_report_gives_each_hosts_lines_unless_told_not_to(host_lines):
+    plans = [NOT_READ, READ]
+    report = rollout_plan_report(plans, ["bad.yaml is binary"], ["a warning"], host_lines=host_lines)
+    shown = host_lines in (True, "yes")
+    assert report["hosts"] == ([_plan_report.host_lines(READ), _plan_report.host_lines(NOT_READ)] if shown else [])
+    # Every host is still in the table, plan.md and plan.json; the report names its inputs' errors.
+    assert [line.split()[0] for line in report["table"][1:]] == ["db-01", "web-03"]
+    assert "| web-03 |" in report["markdown"] and len(json.loads(report["json"])["hosts"]) == 2
+    assert (report["manifest_errors"], report["warnings"]) == (["bad.yaml is binary"], ["a warning"])
