@@ -338,6 +338,9 @@ def test_fleetlock_holders_never_exceed_slots(lab, fleet, tmp_path):
 
 FZ_POOLS = {"rz-a": ["node05", "node06", "node07"], "rz-b": ["node08", "node09", "node10"]}
 FZ_BUDGETS = {"rz-a": 2, "rz-b": 1}
+# Seconds a host asks FleetLock again, every second: each ask is a module run on the host (2-3 s
+# on a loaded machine), so a host asks at least twice only when this is well above that.
+FZ_TIMEOUT = 12
 
 
 def test_fleetlock_without_a_slot_retries_then_stops(lab, fleet, tmp_path):
@@ -349,19 +352,20 @@ def test_fleetlock_without_a_slot_retries_then_stops(lab, fleet, tmp_path):
         lab.fleetlab("fleetlock", "slots", 0, "--group", group)
     try:
         proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s" % _pinned(fleet), "-e", "fleetos_fleetlock_url=%s" % url,
-                      "-e", "os_activate_fleetlock_retry_delay=1", "-e", "os_activate_fleetlock_timeout=4", check=False)
+                      "-e", "os_activate_fleetlock_retry_delay=1", "-e", "os_activate_fleetlock_timeout=%d" % FZ_TIMEOUT,
+                      check=False)
         (tmp_path / "rollout.log").write_text(proc.stdout)
         assert proc.returncode != 0
         report = proc.report
         stop = report["stop_reason"]
-        assert stop.startswith("FleetLock gave no slot within 4 s ("), stop
+        assert stop.startswith("FleetLock gave no slot within %d s (" % FZ_TIMEOUT), stop
         assert report["slots"] == []
         assert report["counts"]["not_activated"] == 6, report["counts"]
         for row in report["hosts"]:
             assert row["reason"] == "staged, not activated: %s" % stop, row
             assert f.staged(row["host"]) and f.booted(row["host"]) == lab.base_digest, row["host"]
         # The first hosts to hold a slot of the book (at most the budgets: 2 + 1) asked again after
-        # each refusal, every second for 4 s; never locked, nothing rebooted. The lab journals a
+        # each refusal, every second for FZ_TIMEOUT s; never locked, nothing rebooted. The lab journals a
         # refusal without group or id.
         refused = [e for e in proc.events if e["event"] == "fleetlock_refused" and e.get("path") == "/v1/pre-reboot"]
         passes = len(refused) // 3
