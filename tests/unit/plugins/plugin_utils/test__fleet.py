@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_fleet
+from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_fleet, rollout_plan_report
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
@@ -128,6 +130,34 @@ def test_wanted_names_each_image_once_and_the_fallback_comes_from_the_play():
                    play={"fallback_image": "r/os:latest"})
     assert record["wanted"] == ["r/os:latest", POOL_IMAGE, "r/os@" + D2]
     assert record["hosts"]["h8"]["plan"]["source"] == "fleetos_rollout_image"
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"manifest_errors": ["bad.yaml is binary"], "warnings": ["a warning"], "report_dir": "/srv/plan",
+     "host_lines": False},
+    {"report_dir": "", "host_lines": "yes"},
+])
+def test_with_report_the_filter_gives_the_report_of_its_plan(options):
+    hostvars = {"h1": {}, "h3": {"fleetos_pool_image": POOL_IMAGE}, "h5": {"fleetos_node_labels": {"gpu": "yes"}},
+                "h6": {"fleetos_node_labels": {"zone": "a"}}}
+    report = fleet(hostvars, report=options)
+    expected = rollout_plan_report(fleet(hostvars, inputs=False), options.get("manifest_errors"),
+                                   options.get("warnings"), report_dir=options.get("report_dir"),
+                                   host_lines=options.get("host_lines", True))
+    assert report == expected
+    assert (report["count"], report["errors"]) == (4, 1)
+    assert len(report["hosts"]) == (0 if options.get("host_lines") is False else 4)
+    assert report["stats"]["fleetos_last_plan"]["report_dir"] == (options.get("report_dir") or None)
+
+
+@pytest.mark.parametrize("report, message", [
+    ("yes", "report must be a mapping of manifest_errors, warnings, report_dir, host_lines, not 'yes'"),
+    ({"report_dir": "/x", "table": True}, "report names table; expected some of manifest_errors, warnings"),
+])
+def test_a_report_that_is_no_mapping_of_the_reports_options_is_refused(report, message):
+    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+        fleet({"h1": {}}, report=report)
 
 
 def test_a_play_value_for_no_input_is_refused():
