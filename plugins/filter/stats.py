@@ -4,7 +4,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""What a job is given and what it gives back: documented in job_stats.yml and unknown_variables.yml."""
+"""What a job is given and what it gives back: documented in host_pattern.yml, job_stats.yml and
+unknown_variables.yml."""
 
 from __future__ import annotations
 
@@ -22,6 +23,21 @@ def job_stats(report, kind, report_dir=None):
         raise AnsibleFilterError(exc.msg) from None
 
 
+def host_pattern(pattern, variable="the host pattern"):
+    """Filter: the play's host pattern, stripped, or an error naming ``variable`` (see host_pattern.yml).
+
+    A playbook names it in its first play's ``hosts``, which ansible-playbook templates itself: the
+    collection's filters are then loaded once, in the process each task's forks are copied from,
+    instead of once per fork.
+    """
+    if not isinstance(pattern, str):
+        raise AnsibleFilterError("%s must be a host pattern (a string such as all, a group or host1,host2), not a %s"
+                                 % (variable, type(pattern).__name__))
+    if not pattern.strip():
+        raise AnsibleFilterError("%s is empty: give a host pattern such as all, a group or host1,host2" % variable)
+    return pattern.strip()
+
+
 def unknown_variables(names):
     """Filter: a sentence per fleetos_* variable name the collection does not read (see unknown_variables.yml)."""
     if isinstance(names, str) or not isinstance(names, (list, tuple)):
@@ -33,4 +49,4 @@ class FilterModule:
     """A job's inputs checked, its results for AWX / Automation Controller."""
 
     def filters(self):
-        return {"job_stats": job_stats, "unknown_variables": unknown_variables}
+        return {"host_pattern": host_pattern, "job_stats": job_stats, "unknown_variables": unknown_variables}
