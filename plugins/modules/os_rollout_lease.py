@@ -92,6 +92,15 @@ options:
         released before refusing.
     type: int
     default: 0
+  deployments:
+    description:
+      - Also read the host's deployments with this tool, as M(fleetos.layering.os_info) does with its
+        O(fleetos.layering.os_info#module:backend), once the lease is taken (or refused), in the same run on the
+        host; they are returned as RV(deployments). A rollout plans the host from what it read under its own
+        lease, and contacts the host once for both.
+      - Not set, nothing is read.
+    type: str
+    choices: [auto, bootc, rpm-ostree]
   path:
     description:
       - The lease file on the host; a lock file C(<path>.lock) sits next to it.
@@ -155,6 +164,18 @@ previous:
     phase: rebooting
     target_digest: sha256:4f5e0f8d3a0c1b2d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d
     released: false
+deployments:
+  description:
+    - With O(deployments), the host's deployments as M(fleetos.layering.os_info) returns them (C(backend),
+      C(booted), C(staged), C(rollback), C(deployments), C(reboot_required), C(architecture)); also when the
+      lease was refused. V(null) without O(deployments), or when they could not be read (the task then fails
+      with the cause in C(msg)).
+  returned: always
+  type: dict
+  sample:
+    backend: rpm-ostree
+    booted: {checksum: 8b1a9953c4611296a827abf8c47804d7e6c49c6b6e2ab6a1e1e1e0e0e0e0e0e0}
+    staged: null
 holder:
   description: The record of the rollout that holds the lease, when it was refused.
   returned: failure
@@ -168,6 +189,7 @@ holder:
 import traceback
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _lease
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 
@@ -197,32 +219,47 @@ def main():
             target_digest=dict(type="str"),
             break_lease=dict(type="str"),
             wait=dict(type="int", default=0),
+            deployments=dict(type="str", choices=list(BACKENDS)),
             path=dict(type="path", default=_lease.DEFAULT_PATH),
         ),
         supports_check_mode=True,
     )
     params = module.params
+    refused = None
     try:
         _check(module)
         if params["state"] == "acquired":
-            changed, lease, previous = _lease.acquire(
-                params["path"], params["rollout"], params["owner"], params["started_at"], params["ttl"],
-                phase=params["phase"], target_digest=params["target_digest"], break_lease=params["break_lease"],
-                wait=params["wait"], check_mode=module.check_mode)
+            try:
+                changed, lease, previous = _lease.acquire(
+                    params["path"], params["rollout"], params["owner"], params["started_at"], params["ttl"],
+                    phase=params["phase"], target_digest=params["target_digest"], break_lease=params["break_lease"],
+                    wait=params["wait"], check_mode=module.check_mode)
+            except _lease.LeaseHeldError as exc:
+                refused, changed, lease, previous = exc, False, exc.holder, None
         else:
             changed, lease = _lease.release(params["path"], params["rollout"], phase=params["phase"],
                                             check_mode=module.check_mode)
             previous = None
-    except _lease.LeaseHeldError as exc:
-        module.fail_json(msg=exc.msg, acquired=False, holder=exc.holder, lease=exc.holder, previous=None)
     except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), acquired=False, holder=None, lease=None, previous=None, **exc.details)
+        module.fail_json(msg=sentence(exc.msg), acquired=False, holder=None, lease=None, previous=None, deployments=None,
+                         **exc.details)
     except Exception as exc:
         module.fail_json(msg=sentence("Failed to update the rollout lease %s: %s" % (params["path"], exc)),
                          exception=traceback.format_exc())
-    acquired = bool(lease) and lease.get("rollout") == params["rollout"] and not lease.get("released")
-    module.exit_json(changed=changed, acquired=acquired, lease=lease, previous=previous, holder=None)
-
+    acquired = refused is None and bool(lease) and lease.get("rollout") == params["rollout"] and not lease.get("released")
+    result = dict(changed=changed, acquired=acquired, lease=lease, previous=previous,
+                  holder=refused.holder if refused else None, deployments=None)
+    if params["deployments"]:
+        try:
+            result["deployments"] = read_host(module, params["deployments"])
+        except FleetosError as exc:
+            module.fail_json(msg=sentence(exc.msg), **dict(result, **exc.details))
+        except Exception as exc:
+            module.fail_json(msg=sentence("Failed to read the deployments of the host: %s" % exc),
+                             exception=traceback.format_exc(), **result)
+    if refused is not None:
+        module.fail_json(msg=refused.msg, **result)
+    module.exit_json(**result)
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,7 @@ from ansible.module_utils import basic
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import FailJson, fake_module, run_main
 from ansible_collections.fleetos.layering.plugins.modules import os_info
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import parse
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
@@ -29,7 +30,7 @@ class _Uname:
 @pytest.fixture
 def fake(monkeypatch):
     state = fake_module(monkeypatch)
-    monkeypatch.setattr(os_info.os, "uname", _Uname)
+    monkeypatch.setattr(_deployments.os, "uname", _Uname)
     return state
 
 

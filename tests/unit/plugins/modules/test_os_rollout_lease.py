@@ -79,3 +79,37 @@ def test_bad_input_fails_before_anything_is_written(fake, path, tmp_path, args, 
 def test_a_relative_path_is_refused(fake):
     result = _run(dict(rollout="r1", state="released", path="relative/lease.json"), expect=FailJson)
     assert result["msg"] == "path must be an absolute path without control characters."
+
+
+def _status(digest):
+    return json.dumps({"deployments": [{"booted": True, "checksum": "d" * 64,
+                                        "container-image-reference": "ostree-unverified-registry:reg/os@" + digest,
+                                        "container-image-reference-digest": digest, "osname": "default"}],
+                       "transaction": None})
+
+
+def test_deployments_are_read_after_the_lease_is_taken(fake, path):
+    fake["results"] = [(0, _status("sha256:" + "a" * 64), "")]
+    result = _run(_acquire(path, deployments="rpm-ostree"))
+    assert result["acquired"] and json.load(open(path))["rollout"] == "r1"
+    assert [call[0][1:] for call in fake["calls"]] == [["status", "--json"]]
+    assert result["deployments"]["backend"] == "rpm-ostree"
+    assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "a" * 64
+    assert _run(_acquire(path))["deployments"] is None
+
+
+def test_a_refused_lease_still_returns_the_deployments_and_the_holder(fake, path):
+    _run(_acquire(path))
+    fake["results"] = [(0, _status("sha256:" + "b" * 64), "")]
+    result = _run(_acquire(path, rollout="r2", started_at=2000.0, deployments="rpm-ostree"), expect=FailJson)
+    assert result["acquired"] is False and result["holder"]["rollout"] == "r1"
+    assert result["msg"].startswith("The host is leased by rollout r1")
+    assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "b" * 64
+
+
+def test_a_failed_read_fails_the_task_and_keeps_the_lease_result(fake, path):
+    fake["results"] = [(1, "", "error: cannot connect to the system bus")]
+    result = _run(_acquire(path, deployments="rpm-ostree"), expect=FailJson)
+    assert result["acquired"] is True and result["deployments"] is None
+    assert "cannot connect to the system bus" in result["msg"]
+    assert json.load(open(path))["rollout"] == "r1"
