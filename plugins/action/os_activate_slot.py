@@ -123,9 +123,34 @@ class ActionModule(ActionBase):
             return None
         return "the run's controller process %d is gone" % controller
 
+    def _write_rebooting(self, args, task_vars, target_digest):
+        """With ``lease``: the host's rollout lease records phase rebooting to the target; -> a problem, or None."""
+        lease = args["lease"]
+        if not lease:
+            return None
+        module_args = {"rollout": lease.get("rollout"), "owner": lease.get("owner"),
+                       "started_at": lease.get("started_at"), "phase": "rebooting", "target_digest": target_digest}
+        if lease.get("ttl") is not None:
+            module_args["ttl"] = lease["ttl"]
+        written = self._execute_module(module_name="fleetos.layering.os_rollout_lease", task_vars=task_vars,
+                                       module_args=module_args)
+        if written.get("failed"):
+            return "recording the reboot in the rollout lease of %s failed: %s" % (
+                args["host"], one_line(written.get("msg"), "no message"))
+        return None
+
     def _op_acquire(self, args, task_vars):
         host = args["host"]
         controller = self._controller()
+        # From here on the run may reboot the host at any moment: its lease says so before the host
+        # waits for a slot, so that the write is not in the slot hold (only the first hosts of each
+        # pool, granted at once, wait for it). A killed run's rerun verifies a host booted on the
+        # target, and activates (or frees the FleetLock slot of) one that is not.
+        problem = self._write_rebooting(args, task_vars, args["target_digest"])
+        if problem:
+            with _slots.locked_book(args["book"]) as book:
+                _slots.give_back(book, host, problem, self._clock())
+            return {"granted": False, "reason": problem}
         deadline = self._clock() + args["timeout"]
         while True:
             with _slots.locked_book(args["book"]) as book:
@@ -211,22 +236,14 @@ class ActionModule(ActionBase):
         return result
 
     def _op_rebooting(self, args, task_vars):
-        """The host is about to reboot: its rollout lease says so (with ``lease``), then the book."""
+        """The host is about to reboot: the book records the reboot start (with ``lease``, the host's
+        rollout lease first says so, when op acquire was not given it)."""
         host = args["host"]
         with _slots.locked_book(args["book"]) as book:
             record = _slots.record_of(book, host)
-        if args["lease"]:
-            lease = args["lease"]
-            module_args = {"rollout": lease.get("rollout"), "owner": lease.get("owner"),
-                           "started_at": lease.get("started_at"), "phase": "rebooting",
-                           "target_digest": record["target_digest"]}
-            if lease.get("ttl") is not None:
-                module_args["ttl"] = lease["ttl"]
-            written = self._execute_module(module_name="fleetos.layering.os_rollout_lease", task_vars=task_vars,
-                                           module_args=module_args)
-            if written.get("failed"):
-                return {"failed": True, "msg": "Recording the reboot in the rollout lease of %s failed: %s" % (
-                    host, one_line(written.get("msg"), "no message"))}
+        problem = self._write_rebooting(args, task_vars, record["target_digest"])
+        if problem:
+            return {"failed": True, "msg": problem[0].upper() + problem[1:]}
         if record["mode"] == "verify":
             # Rebooted by a killed run already: nothing reboots now.
             return {"ansible_facts": {"os_activate_result": record}}

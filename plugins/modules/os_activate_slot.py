@@ -29,7 +29,8 @@ description:
     O(fleetlock_id)), from the host itself, asked again every O(fleetlock_retry_delay) seconds for
     up to O(fleetlock_timeout) seconds, and frees it with C(POST /v1/steady-state). FleetLock then
     shares the budget with other controllers, sliced jobs and other reboot managers."
-  - O(op=open) makes the book, O(op=acquire) waits for a slot, O(op=prepare) reads the host's
+  - O(op=open) makes the book, O(op=acquire) waits for a slot (with O(lease), after writing phase
+    V(rebooting) in the host's rollout lease), O(op=prepare) reads the host's
     deployments before the reboot and fails unless the target is staged (mode V(finalize)) or is
     the previous deployment with nothing staged (mode V(rollback)), O(op=rebooting) records the
     reboot start (and first, with O(lease), phase V(rebooting) in the host's rollout lease,
@@ -140,9 +141,11 @@ options:
     type: dict
   lease:
     description:
-      - O(op=rebooting), the run's rollout lease (keys C(rollout), C(owner), C(started_at) and an optional
-        C(ttl)); when given, the host's lease records phase V(rebooting) to the target first. Empty or
-        omitted, no lease is written.
+      - O(op=acquire) and O(op=rebooting), the run's rollout lease (keys C(rollout), C(owner), C(started_at) and
+        an optional C(ttl)); when given, the host's lease records phase V(rebooting) to the target first: with
+        O(op=acquire) before the host waits for its slot, so that the write is not part of the slot hold (from
+        then on the run may reboot the host). A failed write takes no slot (O(op=acquire): RV(granted) false, the
+        cause in RV(reason)) or fails the task (O(op=rebooting)). Empty or omitted, no lease is written.
     type: dict
   backend:
     description:

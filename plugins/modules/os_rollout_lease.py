@@ -73,8 +73,9 @@ options:
   phase:
     description:
       - How far the rollout got with the host, recorded with the lease.
-      - V(rebooting) is written just before the host is rebooted into O(target_digest); a
-        rerun finds it when the rollout was killed before it verified the host.
+      - V(rebooting) is written once the rollout may reboot the host into O(target_digest) (the
+        rollout playbook: when the host starts waiting for its budget slot); a rerun finds it when
+        the rollout was killed before it verified the host.
     type: str
     choices: [planned, rebooting, activated, failed, done]
   target_digest:
@@ -260,6 +261,7 @@ def main():
     if refused is not None:
         module.fail_json(msg=refused.msg, **result)
     module.exit_json(**result)
+
 
 if __name__ == "__main__":
     main()

@@ -322,3 +322,34 @@ def test_rebooting_whose_lease_write_fails_fails_before_the_reboot_start():
     assert result["failed"] and result["msg"] == "Recording the reboot in the rollout lease of n1 failed: lease held by ctl:2"
     failed = run(world, "n1", op="fail", book=book, task="Record that the host reboots into its target", result=result)
     assert failed["ansible_facts"]["os_activate_result"]["phase"] == "prepare" and not failed["roll_back"]
+
+
+def test_acquire_with_a_lease_writes_phase_rebooting_before_it_waits_for_the_slot():
+    world = World()
+    book = open_book(world)
+    assert run(world, "n1", op="acquire", book=book, target_digest=T)["granted"]
+    writes = []
+
+    def module(module_name, module_args, task_vars):
+        # The lease is written before n2 waits: n1 still holds the pool's only slot.
+        writes.append((module_name, module_args, list(world.sleeps)))
+        return {"changed": True, "acquired": True}
+
+    lease = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0}
+    world.module = module
+    second = run(world, "n2", op="acquire", book=book, target_digest=T, timeout=1, poll_interval=0.5, lease=lease)
+    assert writes == [("fleetos.layering.os_rollout_lease", {
+        "rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "phase": "rebooting", "target_digest": T}, [])]
+    assert not second["granted"] and world.sleeps == [0.5, 0.5]
+
+
+def test_acquire_whose_lease_write_fails_takes_no_slot_and_says_why():
+    world = World()
+    book = open_book(world, budgets={"a": 2})
+    world.module = lambda module_name, module_args, task_vars: {"failed": True, "msg": "disk\nfull"}
+    result = run(world, "n1", op="acquire", book=book, target_digest=T, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
+    assert result == {"granted": False, "reason": "recording the reboot in the rollout lease of n1 failed: disk full",
+                      "changed": False}
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    # n2 never asked: not activated either.
+    assert summary["not_activated"] == ["n1", "n2"] and summary["started"] == [] and summary["most_held"] == {"a": 0}
