@@ -168,6 +168,7 @@ class ActionModule(ActionBase):
         option, previous = self._set_connect_timeout(args["connect_timeout"])
         last_error = "the boot id did not change"
         went_down = False
+        back = False
         try:
             while True:
                 self._sleep(args["poll_interval"])
@@ -182,6 +183,7 @@ class ActionModule(ActionBase):
                     last_error = to_text(exc)
                 else:
                     if now != before:
+                        back = True
                         result.update(changed=True, rebooted=True, went_down=True, boot_id=now,
                                       elapsed=round(self._clock() - start, 2))
                         return result
@@ -194,7 +196,11 @@ class ActionModule(ActionBase):
                     self._connection.set_option(option, previous)
                 except (AnsibleError, AttributeError, KeyError):
                     pass
-                self._reset()
+                # The connection that read the new boot id is kept for the host's next task (the
+                # verification reads right after it): a new one costs an ssh handshake, on the
+                # critical path of the slot hold. After a failure it is dropped.
+                if not back:
+                    self._reset()
         result.update(failed=True, went_down=went_down, elapsed=round(self._clock() - start, 2),
                       msg=sentence("The host did not come back with a new boot id within %d s of the reboot command "
                                    "(last check: %s)" % (args["reboot_timeout"], last_error)))

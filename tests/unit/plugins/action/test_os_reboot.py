@@ -73,6 +73,8 @@ def test_back_after_the_boot_id_changes_at_the_poll_interval():
     # The timeout of the connection is set for the polls and then restored.
     connection.set_option.assert_any_call("timeout", 5)
     assert connection.set_option.call_args_list[-1].args == ("timeout", 10)
+    # A fresh connection for each poll; the one that read the new boot id is kept for the next task.
+    assert connection.reset.call_count == 4
 
 
 def test_never_back_fails_after_the_timeout_not_unreachable():
@@ -221,3 +223,10 @@ def test_a_multi_line_command_is_a_command():
     result = run(host, boot_time_command="set -e\n\tcat /run/lab-boot-id", poll_interval=1)
     assert not result.get("failed"), result
     assert host.commands[0] == "set -e\n\tcat /run/lab-boot-id"
+
+
+def test_a_host_that_never_came_back_has_its_connection_dropped_after_the_last_poll():
+    host = Host([None] * 100)
+    result = run(host, reboot_timeout=3, poll_interval=1)
+    assert result["failed"] and len(host.sleeps) == 3
+    assert host.connection.reset.call_count == 3 + 1
