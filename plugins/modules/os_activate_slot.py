@@ -142,10 +142,10 @@ options:
   lease:
     description:
       - O(op=acquire) and O(op=rebooting), the run's rollout lease (keys C(rollout), C(owner), C(started_at) and
-        an optional C(ttl)); when given, the host's lease records phase V(rebooting) to the target first: with
+        an optional C(ttl)); when given, the host's lease records phase V(rebooting) to the target first; with
         O(op=acquire) before the host waits for its slot, so that the write is not part of the slot hold (from
-        then on the run may reboot the host). A failed write takes no slot (O(op=acquire): RV(granted) false, the
-        cause in RV(reason)) or fails the task (O(op=rebooting)). Empty or omitted, no lease is written.
+        then on the run may reboot the host). A failed write takes no slot with O(op=acquire) (RV(granted) false, the
+        cause in RV(reason)) and fails the task with O(op=rebooting). Empty or omitted, no lease is written.
     type: dict
   backend:
     description:

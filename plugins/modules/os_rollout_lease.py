@@ -74,7 +74,7 @@ options:
     description:
       - How far the rollout got with the host, recorded with the lease.
       - V(rebooting) is written once the rollout may reboot the host into O(target_digest) (the
-        rollout playbook: when the host starts waiting for its budget slot); a rerun finds it when
+        rollout playbook writes it when the host starts waiting for its budget slot); a rerun finds it when
         the rollout was killed before it verified the host.
     type: str
     choices: [planned, rebooting, activated, failed, done]
