@@ -33,10 +33,10 @@ description:
     V(rebooting) in the host's rollout lease), O(op=prepare) reads the host's
     deployments before the reboot and fails unless the target is staged (mode V(finalize)) or is
     the previous deployment with nothing staged (mode V(rollback)), O(op=rebooting) records the
-    reboot start (and first, with O(lease), phase V(rebooting) in the host's rollout lease,
+    reboot start (O(op=acquire) does with O(rebooting)) (and first, with O(lease), phase V(rebooting) in the host's rollout lease,
     M(fleetos.layering.os_rollout_lease) on the host), O(op=event) and O(op=fail) record the
     activation, O(op=booted) reads the booted deployment on the host once it is back and fails
-    unless it is the target, O(op=release) frees the slot, O(op=canary) closes the canary batch,
+    unless it is the target (and records it verified when O(health=false)), O(op=release) frees the slot, O(op=canary) closes the canary batch,
     O(op=close) returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot
     that a killed run left.
   - O(op=prepare) and O(op=booted) read the deployments on rpm-ostree with C(rpm-ostree status --json),
@@ -147,6 +147,18 @@ options:
         then on the run may reboot the host). A failed write takes no slot with O(op=acquire) (RV(granted) false, the
         cause in RV(reason)) and fails the task with O(op=rebooting). Empty or omitted, no lease is written.
     type: dict
+  rebooting:
+    description:
+      - O(op=acquire), nothing runs between the grant and the reboot (no O(op=prepare), no pre-activate
+        tasks): the grant also records the reboot start, as O(op=rebooting) would (not in mode V(verify)).
+    type: bool
+    default: false
+  health:
+    description:
+      - O(op=booted), whether a health check follows. V(false), a host booted on the target is recorded
+        verified at once, as O(op=event) with O(event=verified) would.
+    type: bool
+    default: true
   backend:
     description:
       - O(op=prepare) and O(op=booted), the tool that manages the host's deployments.

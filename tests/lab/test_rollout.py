@@ -195,8 +195,29 @@ def test_rollout_happy_path_and_rerun(lab, fleet, tmp_path):
         f.restore(fleet["digest"])
 
 
+STEPS = "/var/lib/fleetos-test-steps"
+
+
+def _step_files(tmp_path):
+    """Pre-activate, health and post-activate task files: each writes its step on the host (the
+    health file then runs lab-health, which a fail-health fault fails)."""
+    files = {}
+    for step in ("pre", "health", "post"):
+        tasks = [{"name": "Record the %s step" % step,
+                  "ansible.builtin.lineinfile": {"path": STEPS, "line": step, "create": True, "mode": "0644"}}]
+        if step == "health":
+            tasks.append({"name": "Check the health", "ansible.builtin.command": {"cmd": "lab-health"},
+                          "changed_when": False})
+        files[step] = tmp_path / ("%s.yml" % step)
+        files[step].write_text(yaml.safe_dump(tasks, sort_keys=False))
+    return files
+
+
 def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
     f = Fleet(lab, tmp_path)
+    steps = _step_files(tmp_path)
+    for node in NODES:
+        lab.exec(node, ["rm", "-f", STEPS])
     try:
         lab.fleetlab("fault", "node06", "fail-health")
         # node05 and node08, which take the first slots beside node06, boot slowly: node06's failure
@@ -206,7 +227,9 @@ def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
             lab.fleetlab("fault", node, "slow-boot", str(SLOW_BOOT))
         proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s@%s" % (fleet["tag_image"].rsplit(":", 1)[0],
                                                                     fleet["digest"]),
-                      "-e", "fleetos_rollout_health_command=lab-health", "-e", "fleetos_rollout_health_retries=1",
+                      "-e", "fleetos_rollout_health_tasks=%s" % steps["health"],
+                      "-e", "fleetos_rollout_pre_activate_tasks=%s" % steps["pre"],
+                      "-e", "fleetos_rollout_post_activate_tasks=%s" % steps["post"],
                       "-e", "fleetos_rollout_max_failures=1", check=False)
         assert proc.returncode != 0
         rows = {r["host"]: r for r in proc.report["hosts"]}
@@ -229,7 +252,14 @@ def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
         # node06 rebooted twice (activation, rollback), every activated host once, the others never.
         assert sorted(_reboots(proc.events)) == sorted(activated + ["node06", "node06"])
         assert "node06" in (tmp_path / "report" / "rollout-report.md").read_text()
+        # The task files ran in the slot hold, in order: pre before the reboot, health after it, post
+        # only on a healthy host; none on a host that got no slot.
+        done = {node: lab.exec(node, ["cat", STEPS], check=False).stdout.split() for node in NODES}
+        assert done == dict({node: ["pre", "health", "post"] for node in activated}, node06=["pre", "health"],
+                            **{node: [] for node in left}), done
     finally:
+        for node in NODES:
+            lab.exec(node, ["rm", "-f", STEPS], check=False)
         f.restore(fleet["digest"])
 
 

@@ -353,3 +353,32 @@ def test_acquire_whose_lease_write_fails_takes_no_slot_and_says_why():
     summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
     # n2 never asked: not activated either.
     assert summary["not_activated"] == ["n1", "n2"] and summary["started"] == [] and summary["most_held"] == {"a": 0}
+
+
+def test_acquire_with_rebooting_records_the_reboot_start_with_the_grant_but_not_in_mode_verify():
+    world = World()
+    book = open_book(world, budgets={"a": 2})
+    record = run(world, "n1", op="acquire", book=book, target_digest=T, rebooting=True)["ansible_facts"]["os_activate_result"]
+    assert record["phase"] == "reboot" and record["reboot_start"] == 1000.0
+    record = run(world, "n2", op="acquire", book=book, target_digest=T, mode="verify", rebooting=True)[
+        "ansible_facts"]["os_activate_result"]
+    assert record["phase"] == "prepare" and record["reboot_start"] is None
+
+
+@pytest.mark.parametrize("health, phase, status", [(True, "health", "started"), (False, "post", "activated")])
+def test_booted_without_a_health_check_records_the_host_verified(health, phase, status):
+    world = World()
+    book = _granted(world, T)
+    world.now += 12
+    record = run(world, "n1", op="booted", book=book, backend="bootc", reboot={"changed": True}, health=health)[
+        "ansible_facts"]["os_activate_result"]
+    assert record["phase"] == phase and record["status"] == status
+    assert record["verified_at"] == (None if health else 1012.0) and record["holds_slot"] is health
+
+
+def test_booted_on_another_digest_without_a_health_check_is_not_verified():
+    world = World()
+    book = _granted(world, "sha256:" + "9" * 64)
+    result = run(world, "n1", op="booted", book=book, reboot={"changed": True}, health=False)
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["failed"] and record["phase"] == "verify" and record["verified_at"] is None and record["holds_slot"]
