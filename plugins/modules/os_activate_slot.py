@@ -33,10 +33,11 @@ description:
     V(rebooting) in the host's rollout lease), O(op=prepare) reads the host's
     deployments before the reboot and fails unless the target is staged (mode V(finalize)) or is
     the previous deployment with nothing staged (mode V(rollback)), O(op=rebooting) records the
-    reboot start (O(op=acquire) does with O(rebooting)) (and first, with O(lease), phase V(rebooting) in the host's rollout lease,
-    M(fleetos.layering.os_rollout_lease) on the host), O(op=event) and O(op=fail) record the
-    activation, O(op=booted) reads the booted deployment on the host once it is back and fails
-    unless it is the target (and records it verified when O(health=false)), O(op=release) frees the slot, O(op=canary) closes the canary batch,
+    reboot start (O(op=acquire) does it with O(rebooting=true); and first, with O(lease), phase
+    V(rebooting) in the host's rollout lease, M(fleetos.layering.os_rollout_lease) on the host),
+    O(op=event) and O(op=fail) record the activation, O(op=booted) reads the booted deployment on
+    the host once it is back and fails unless it is the target (with O(health=false) it records
+    the host verified), O(op=release) frees the slot, O(op=canary) closes the canary batch,
     O(op=close) returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot
     that a killed run left.
   - O(op=prepare) and O(op=booted) read the deployments on rpm-ostree with C(rpm-ostree status --json),
@@ -150,7 +151,7 @@ options:
   rebooting:
     description:
       - O(op=acquire), nothing runs between the grant and the reboot (no O(op=prepare), no pre-activate
-        tasks): the grant also records the reboot start, as O(op=rebooting) would (not in mode V(verify)).
+        tasks), so the grant also records the reboot start, as O(op=rebooting) would (not in mode V(verify)).
     type: bool
     default: false
   health:
