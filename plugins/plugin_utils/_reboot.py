@@ -1,0 +1,185 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private plugin_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""Reboot a host over an action plugin's connection and wait for its new boot id.
+
+Used by the action plugins ``fleetos.layering.os_reboot`` (the task) and
+``fleetos.layering.os_activate_slot`` (op acquire with ``activate``: the whole slot hold in
+one task). Like ansible.builtin.reboot it runs a reboot command and waits for a new boot id,
+but it polls the boot id at a fixed interval: ansible.builtin.reboot backs off exponentially
+(1, 2, 4, 8, 12 s), so it notices a host that is back after 12 s only after about 16 s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import sentence
+
+# What a boot-time command may print (its last line): a boot id (a UUID) or a boot time.
+BOOT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+BOOT_ID_FORM = "a boot id (a UUID, or up to 128 letters, digits, '-', '_', '.' or ':', on its last line)"
+QUOTE_MAX = 80
+DEFAULT_BOOT_TIME_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+
+
+class BootIdError(AnsibleError):
+    """The boot-time command ran but printed no boot id."""
+
+
+def quote_output(text):
+    """``text`` for a message: control characters escaped, cut to QUOTE_MAX characters."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(shown) > QUOTE_MAX:
+        shown = shown[:QUOTE_MAX - 3] + "..."
+    return "'%s'" % shown
+
+
+def check_arguments(args):
+    """The first problem with the numeric options (reboot_timeout, poll_interval, connect_timeout), as one sentence, or None."""
+    if args["reboot_timeout"] < 1:
+        return "reboot_timeout must be at least 1 second, got %s." % args["reboot_timeout"]
+    if not (math.isfinite(args["poll_interval"]) and args["poll_interval"] > 0):
+        return "poll_interval must be a number of seconds more than 0, got %s." % args["poll_interval"]
+    if args["connect_timeout"] < 1:
+        return "connect_timeout must be at least 1 second, got %s." % args["connect_timeout"]
+    return None
+
+
+def parse_boot_id(stdout):
+    """The boot id in a boot-time command's output, its last non-blank line stripped; or None.
+
+    With a tty (become), ssh mixes the login's messages into stdout before it, so earlier
+    lines are dropped; None when that line does not look like a boot id (BOOT_ID).
+    """
+    lines = [line.strip() for line in to_text(stdout).splitlines() if line.strip()]
+    if lines and BOOT_ID.fullmatch(lines[-1]):
+        return lines[-1]
+    return None
+
+
+def read_boot_id(action, command):
+    """The host's boot id; raises AnsibleConnectionFailure when it cannot be reached.
+
+    Raises BootIdError when the command prints no boot id (see parse_boot_id()), and
+    AnsibleError when it fails.
+    """
+    res = action._low_level_execute_command(command, sudoable=True)
+    if res.get("rc") != 0:
+        raise AnsibleError("%s failed (rc=%s): %s" % (quote_output(command), res.get("rc"),
+                                                      quote_output(to_text(res.get("stderr") or res.get("stdout")).strip())))
+    boot_id = parse_boot_id(res.get("stdout"))
+    if boot_id is None:
+        printed = to_text(res.get("stdout")).strip()
+        raise BootIdError("boot_time_command %s printed %s and not %s"
+                          % (quote_output(command), quote_output(printed) if printed else "nothing", BOOT_ID_FORM))
+    return boot_id
+
+
+def _set_connect_timeout(connection, value):
+    """Set the connection's timeout; -> (the option, its previous value), or (None, None) when it has none."""
+    for option in ("timeout", "connection_timeout"):
+        try:
+            previous = connection.get_option(option)
+            connection.set_option(option, value)
+            return option, previous
+        except (AnsibleError, AttributeError, KeyError):
+            continue
+    return None, None
+
+
+def reset(connection):
+    """Drop the connection (an ssh control master), so that the next command opens a fresh one."""
+    try:
+        connection.reset()
+    except (AnsibleConnectionFailure, AttributeError):
+        pass
+
+
+def reboot(action, args):
+    """Read the boot id, run the reboot command and poll the boot id until it changes.
+
+    ``action`` is the calling action plugin (its connection, ``_clock`` and ``_sleep``); ``args``
+    has reboot_command, boot_time_command, reboot_timeout, poll_interval and connect_timeout,
+    checked (check_arguments()). -> the result of fleetos.layering.os_reboot: changed, rebooted,
+    went_down, elapsed, boot_id_before, boot_id, and failed with msg (and rc, stdout, stderr when
+    the reboot command failed), also when the host cannot be reached before the reboot or does
+    not come back.
+    """
+    result = {"changed": False, "rebooted": False, "went_down": False, "elapsed": 0.0,
+              "boot_id_before": None, "boot_id": None}
+    # A boot id that is not one (login noise, an empty file) would never change: refuse
+    # it before the reboot rather than wait out reboot_timeout after it.
+    try:
+        before = read_boot_id(action, args["boot_time_command"])
+    except BootIdError as exc:
+        result.update(failed=True, msg="%s, so the reboot command was not run." % to_text(exc))
+        return result
+    except AnsibleError as exc:
+        result.update(failed=True, msg=sentence("Failed to read the boot id before the reboot: %s" % to_text(exc)))
+        return result
+    result["boot_id_before"] = before
+
+    start = action._clock()
+    try:
+        res = action._low_level_execute_command(args["reboot_command"], sudoable=True)
+    except AnsibleConnectionFailure:
+        res = {"rc": 0}     # the host went down before the command returned
+    if res.get("rc") != 0:
+        result.update(failed=True, rc=res.get("rc"), stdout=to_text(res.get("stdout")),
+                      stderr=to_text(res.get("stderr")),
+                      msg=sentence("The reboot command failed (rc=%s): %s" % (res.get("rc"), quote_output(to_text(
+                          res.get("stderr") or res.get("stdout")).strip()))))
+        return result
+
+    connection = action._connection
+    option, previous = _set_connect_timeout(connection, args["connect_timeout"])
+    last_error = "the boot id did not change"
+    went_down = False
+    back = False
+    try:
+        while True:
+            action._sleep(args["poll_interval"])
+            # A control master to a host that went down may linger: start a fresh connection.
+            reset(connection)
+            try:
+                now = read_boot_id(action, args["boot_time_command"])
+            except AnsibleConnectionFailure as exc:
+                went_down = True
+                last_error = to_text(exc).strip().splitlines()[-1] if to_text(exc).strip() else "unreachable"
+            except AnsibleError as exc:
+                last_error = to_text(exc)
+            else:
+                if now != before:
+                    back = True
+                    result.update(changed=True, rebooted=True, went_down=True, boot_id=now,
+                                  elapsed=round(action._clock() - start, 2))
+                    return result
+                last_error = "the boot id did not change"
+            if action._clock() - start >= args["reboot_timeout"]:
+                break
+    finally:
+        if option is not None:
+            try:
+                connection.set_option(option, previous)
+            except (AnsibleError, AttributeError, KeyError):
+                pass
+        # The connection that read the new boot id is kept for what follows (the verification
+        # reads right after it): a new one costs an ssh handshake, on the critical path of the
+        # slot hold. After a failure it is dropped.
+        if not back:
+            reset(connection)
+    result.update(failed=True, went_down=went_down, elapsed=round(action._clock() - start, 2),
+                  msg=sentence("The host did not come back with a new boot id within %d s of the reboot command "
+                               "(last check: %s)" % (args["reboot_timeout"], last_error)))
+    return result
