@@ -22,7 +22,12 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot, _slots
+
+# The steps of the slot hold that op acquire with activate runs itself, named as the tasks that run
+# them otherwise (roles/os_activate/tasks/hold.yml), so that a failure reads the same either way.
+STEP_REBOOT = "Finalize the staged deployment and reboot"
+STEP_VERIFY = "Read and verify the booted deployment"
 
 OPS = ("open", "acquire", "prepare", "rebooting", "event", "booted", "fail", "release", "unlock", "canary", "close")
 
@@ -49,6 +54,13 @@ ARGUMENT_SPEC = {
     "reboot": {"type": "dict"},
     "lease": {"type": "dict"},
     "rebooting": {"type": "bool", "default": False},
+    "activate": {"type": "dict", "options": {
+        "reboot_command": {"type": "str", "required": True},
+        "boot_time_command": {"type": "str", "default": _reboot.DEFAULT_BOOT_TIME_COMMAND},
+        "reboot_timeout": {"type": "int", "default": 600},
+        "poll_interval": {"type": "float", "default": 1.0},
+        "connect_timeout": {"type": "int", "default": 5},
+    }},
     "health": {"type": "bool", "default": True},
     "probe": {"type": "dict"},
     "reboot_timeout": {"type": "int", "default": 600},
@@ -143,21 +155,25 @@ class ActionModule(ActionBase):
 
     def _op_acquire(self, args, task_vars):
         host = args["host"]
+        problem = _reboot.check_arguments(args["activate"]) if args["activate"] else None
+        if problem:
+            return {"failed": True, "msg": "activate." + problem}
         controller = self._controller()
         # From here on the run may reboot the host at any moment: its lease says so before the host
-        # waits for a slot, so that the write is not in the slot hold (only the first hosts of each
-        # pool, granted at once, wait for it). A killed run's rerun verifies a host booted on the
-        # target, and activates (or frees the FleetLock slot of) one that is not.
-        problem = self._write_rebooting(args, task_vars, args["target_digest"])
-        if problem:
-            with _slots.locked_book(args["book"]) as book:
-                _slots.give_back(book, host, problem, self._clock())
-            return {"granted": False, "reason": problem}
+        # waits for a slot, so that the write is not in the slot hold. A host with a whole round of its
+        # pool ahead of it writes it once that round got its slots (_slots.lease_can_wait), so that the
+        # first hosts of each pool, granted at once, do not wait for every host's write. A killed
+        # run's rerun verifies a host booted on the target, and activates (or frees the FleetLock
+        # slot of) one that is not.
+        written = not args["lease"]
         deadline = self._clock() + args["timeout"]
         while True:
             with _slots.locked_book(args["book"]) as book:
-                answer, reason = _slots.try_acquire(book, host, self._clock())
-                if answer == "wait" and self._clock() >= deadline:
+                answer, reason = _slots.try_acquire(book, host, self._clock(), take=written)
+                if not written and (answer in ("free", "granted") or (
+                        answer == "wait" and not _slots.lease_can_wait(book, host))):
+                    answer = "write"
+                elif answer == "wait" and self._clock() >= deadline:
                     pool = book["hosts"][host]["pool"]
                     reason = "no budget slot of pool %s was freed within %s s (held by %s)" % (
                         pool, args["timeout"], ", ".join(_slots.holders(book, pool)) or "nobody")
@@ -167,6 +183,14 @@ class ActionModule(ActionBase):
                     answer = "refused" if reason else answer
                 if answer == "refused":
                     _slots.give_back(book, host, reason, self._clock())
+            if answer == "write":
+                problem = self._write_rebooting(args, task_vars, args["target_digest"])
+                if problem:
+                    with _slots.locked_book(args["book"]) as book:
+                        _slots.give_back(book, host, problem, self._clock())
+                    return {"granted": False, "reason": problem}
+                written = True
+                continue
             if answer != "wait":
                 break
             self._sleep(args["poll_interval"])
@@ -183,10 +207,45 @@ class ActionModule(ActionBase):
             book["hosts"][host]["locked"] = locked
             record = _slots.new_record(book, host, args["mode"], args["target_digest"], args["old_digest"],
                                        fleetlock=bool(args["fleetlock_url"]))
-            if args["rebooting"] and args["mode"] != "verify":
+            if (args["rebooting"] or args["activate"]) and args["mode"] != "verify":
                 # Nothing runs between the grant and the reboot: one task less in the slot hold.
                 record = _slots.record_event(book, host, "reboot_start", self._clock())
-        return {"granted": True, "reason": None, "changed": locked, "ansible_facts": {"os_activate_result": record}}
+        result = {"granted": True, "reason": None, "changed": locked, "released": False, "failure": None,
+                  "ansible_facts": {"os_activate_result": record}}
+        if args["activate"]:
+            held = self._hold(args, task_vars)
+            held["changed"] = locked or held.pop("changed", False)
+            result.update(held)
+        return result
+
+    def _hold(self, args, task_vars):
+        """op acquire with ``activate``, once the slot is granted: the rest of the slot hold, in this task.
+
+        Reboot into the target (not in mode verify), read and verify the booted digest, free the
+        slot; no task boundary (a fork, a connection, a result sent back) in between. A failure is
+        returned as ``failure`` (the step, as the tasks of hold.yml are named, its message and rc),
+        not raised: the task's facts carry the record, and the caller's rescue handles it.
+        """
+        reboot = {}
+        if args["mode"] != "verify":
+            if self._connection.transport == "local":
+                reboot = {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}
+            elif self._task.check_mode:
+                reboot = {"changed": True, "rebooted": False}
+            else:
+                reboot = _reboot.reboot(self, args["activate"])
+            if reboot.get("failed"):
+                return {"failure": {"step": STEP_REBOOT, "msg": reboot["msg"], "rc": reboot.get("rc")}, "reboot": reboot}
+        booted = self._booted(args, task_vars, reboot, health=False)
+        if booted.get("failed"):
+            with _slots.locked_book(args["book"]) as book:
+                record = _slots.record_of(book, args["host"])
+            return {"failure": {"step": STEP_VERIFY, "msg": booted["msg"], "rc": None}, "reboot": reboot,
+                    "changed": reboot.get("changed", False), "booted": booted.get("booted"),
+                    "ansible_facts": {"os_activate_result": record}}
+        released = self._op_release(args, task_vars)
+        return dict(released, reboot=reboot, released=True, booted=booted["booted"],
+                    changed=reboot.get("changed", False) or released["changed"])
 
     def _fleetlock_slot(self, args, task_vars, controller):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
@@ -263,8 +322,11 @@ class ActionModule(ActionBase):
 
     def _op_booted(self, args, task_vars):
         """The host is back: read its booted deployment on the host and check it is the target."""
+        return self._booted(args, task_vars, args["reboot"] or {}, args["health"])
+
+    def _booted(self, args, task_vars, reboot, health):
+        """op booted, after the reboot whose result is ``reboot``; ``health``: whether a health check follows."""
         host = args["host"]
-        reboot = args["reboot"] or {}
         if reboot.get("unreachable"):
             # Before reboot_end: the failure is one of the reboot phase, which probes the host.
             return {"failed": True, "msg": "%s was unreachable after its reboot: %s" % (
@@ -278,7 +340,7 @@ class ActionModule(ActionBase):
         with _slots.locked_book(args["book"]) as book:
             record = _slots.record_event(book, host, "booted", self._clock(), status)
             on_target = record["booted_digest"] == record["target_digest"]
-            if on_target and not args["health"]:
+            if on_target and not health:
                 # No health check follows: booted on the target is verified.
                 record = _slots.record_event(book, host, "verified", self._clock())
         result = {"booted": status.get("booted"), "ansible_facts": {"os_activate_result": record}}

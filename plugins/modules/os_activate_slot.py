@@ -30,7 +30,7 @@ description:
     up to O(fleetlock_timeout) seconds, and frees it with C(POST /v1/steady-state). FleetLock then
     shares the budget with other controllers, sliced jobs and other reboot managers."
   - O(op=open) makes the book, O(op=acquire) waits for a slot (with O(lease), after writing phase
-    V(rebooting) in the host's rollout lease), O(op=prepare) reads the host's
+    V(rebooting) in the host's rollout lease; with O(activate), then reboots, verifies and frees it), O(op=prepare) reads the host's
     deployments before the reboot and fails unless the target is staged (mode V(finalize)) or is
     the previous deployment with nothing staged (mode V(rollback)), O(op=rebooting) records the
     reboot start (O(op=acquire) does it with O(rebooting=true); and first, with O(lease), phase
@@ -46,8 +46,8 @@ description:
   - Each record operation returns the host's activation record as the fact C(os_activate_result);
     the record is built in one place, by this action.
   - This module is implemented as an action plugin on the controller; only the FleetLock calls
-    (M(ansible.builtin.uri)), the reads of O(op=prepare) and O(op=booted), and the lease write of
-    O(op=rebooting) run on the host.
+    (M(ansible.builtin.uri)), the reads of O(op=prepare) and O(op=booted), the lease write of
+    O(op=rebooting) and, with O(activate), the boot id reads and the reboot command run on the host.
 author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:
@@ -154,6 +154,42 @@ options:
         tasks), so the grant also records the reboot start, as O(op=rebooting) would (not in mode V(verify)).
     type: bool
     default: false
+  activate:
+    description:
+      - O(op=acquire), the whole slot hold in this one task, for when nothing runs between the grant and
+        the reboot or after the verified boot (no pre-activate tasks, no health check, no post-activate
+        tasks). Once the slot is granted it records the reboot start, reboots the host as
+        M(fleetos.layering.os_reboot) does (not in mode V(verify)), reads and verifies the booted
+        deployment as O(op=booted) with O(health=false) does, and frees the slot as O(op=release)
+        does. No task boundary lies between these steps, so the slot is held for the reboot and little
+        else.
+      - A failed reboot or verification does not fail the task; it is returned as RV(failure), with the
+        host's record as the fact C(os_activate_result) and the slot still held, for the caller's rescue
+        to record with O(op=fail) and to free with O(op=release).
+      - The numbers are checked before anything else, and a bad one fails the task before the lease is
+        written or a slot is taken.
+    type: dict
+    suboptions:
+      reboot_command:
+        description: The command that reboots the host into its target, as M(fleetos.layering.os_reboot) runs it.
+        type: str
+        required: true
+      boot_time_command:
+        description: Prints a value that changes on every boot, as for M(fleetos.layering.os_reboot).
+        type: str
+        default: cat /proc/sys/kernel/random/boot_id
+      reboot_timeout:
+        description: Seconds, from the reboot command, to wait for the new boot id; at least V(1).
+        type: int
+        default: 600
+      poll_interval:
+        description: Seconds between two reads of the boot id; more than V(0).
+        type: float
+        default: 1.0
+      connect_timeout:
+        description: The connection's timeout, in seconds, while the host is polled; at least V(1).
+        type: int
+        default: 5
   health:
     description:
       - O(op=booted), whether a health check follows. V(false), a host booted on the target is recorded
@@ -280,6 +316,23 @@ granted:
   returned: op is acquire
   type: bool
   sample: true
+released:
+  description: O(op=acquire), whether this task freed the slot again (with O(activate), the host activated).
+  returned: op is acquire and the slot was granted
+  type: bool
+  sample: true
+failure:
+  description:
+    - O(op=acquire) with O(activate), the step that failed (named as the tasks of the role's C(tasks/hold.yml)
+      are), its message and the reboot command's rc; null when the host was activated.
+  returned: op is acquire and the slot was granted
+  type: dict
+  sample: {step: Finalize the staged deployment and reboot, msg: "The host did not come back ...", rc: null}
+reboot:
+  description: O(op=acquire) with O(activate), the reboot's result as M(fleetos.layering.os_reboot) returns it.
+  returned: op is acquire with activate and the slot was granted
+  type: dict
+  sample: {rebooted: true, boot_id_before: "8c6d...", boot_id: "1f0e...", elapsed: 11.2}
 reason:
   description: O(op=acquire), why no slot was granted (the run stopped, FleetLock gave none, every slot of the pool is held by hosts that did not come back).
   returned: op is acquire

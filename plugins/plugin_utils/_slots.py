@@ -117,13 +117,15 @@ def _give_up(book, host, reason, now):
     return "refused", reason
 
 
-def try_acquire(book, host, now):
+def try_acquire(book, host, now, take=True):
     """Ask for a slot of the host's pool: -> (answer, reason).
 
     ``answer`` is ``granted`` (the host holds a slot now, or held it already: a slot
     is recursive), ``wait`` (no free slot yet: ask again) or ``refused`` (no slot will
     come: the run stopped, or every slot of the pool is held by hosts that did not come
-    back). Free slots go to the waiting hosts of the pool in rollout order.
+    back). Free slots go to the waiting hosts of the pool in rollout order. With ``take``
+    false, the host is counted as waiting but not granted the slot it would get: the
+    answer is then ``free`` instead of ``granted``.
     """
     entry = _host(book, host)
     state = entry["state"]
@@ -150,10 +152,27 @@ def try_acquire(book, host, now):
         return "wait", None
     free = budget - len(_pool_hosts(book, pool, ("holding", "lost")))
     if free > 0 and host in _pool_hosts(book, pool, ("waiting",))[:free]:
+        if not take:
+            return "free", None
         entry.update(state="holding", granted_at=float(now))
         book["grants"].append(host)
         return "granted", None
     return "wait", None
+
+
+def lease_can_wait(book, host):
+    """Whether a host waiting for a slot may write its rollout lease later: a whole round of its
+    pool (the pool's budget of hosts) is ahead of it, in rollout order, with no slot yet.
+
+    The hosts granted first then write theirs without these writes competing for the hosts'
+    and the controller's CPU; a host writes its own once the round ahead of it got its slots,
+    while that round reboots.
+    """
+    entry = _host(book, host)
+    pool = entry["pool"]
+    before = book["order"][:book["order"].index(host)]
+    ahead = [h for h in before if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] in ("queued", "waiting")]
+    return len(ahead) >= book["pools"][pool]["budget"] > 0
 
 
 def give_back(book, host, reason, now, stop=None):

@@ -11,6 +11,8 @@ import tempfile
 
 import pytest
 
+from ansible.errors import AnsibleConnectionFailure
+
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
@@ -382,3 +384,166 @@ def test_booted_on_another_digest_without_a_health_check_is_not_verified():
     result = run(world, "n1", op="booted", book=book, reboot={"changed": True}, health=False)
     record = result["ansible_facts"]["os_activate_result"]
     assert result["failed"] and record["phase"] == "verify" and record["verified_at"] is None and record["holds_slot"]
+
+
+BOOT = "cat /run/lab-boot-id"
+FINALIZE = "rpm-ostree finalize-deployment --allow-unlocked " + "c" * 64
+ACTIVATE = {"reboot_command": FINALIZE, "boot_time_command": BOOT, "reboot_timeout": 30, "poll_interval": 0.5}
+
+
+class RebootingHost:
+    """A host for op acquire with activate: its boot id changes after the reboot command, once
+    ``down`` polls found it unreachable; then rpm-ostree status shows ``booted``."""
+
+    def __init__(self, world, booted=T, down=2, comes_back=True, reboot_rc=0):
+        self.world = world
+        self.booted = booted
+        self.down = down
+        self.comes_back = comes_back
+        self.reboot_rc = reboot_rc
+        self.rebooted = False
+        self.commands = []
+
+    def command(self, cmd, sudoable=True):
+        self.commands.append(cmd)
+        if cmd == FINALIZE:
+            self.rebooted = self.reboot_rc == 0
+            return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: no staged deployment" if self.reboot_rc else ""}
+        if cmd == BOOT:
+            if not self.rebooted:
+                return {"rc": 0, "stdout": "boot-1\n", "stderr": ""}
+            if self.down > 0 or not self.comes_back:
+                self.down -= 1
+                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
+            return {"rc": 0, "stdout": "boot-2\n", "stderr": ""}
+        if cmd == "rpm-ostree status --json":
+            return {"rc": 0, "stdout": json.dumps(_rpm_ostree_doc(booted=self.booted if self.rebooted else OLD)), "stderr": ""}
+        raise AssertionError("unexpected command %r" % cmd)
+
+
+OLD = "sha256:" + "a" * 64
+
+
+def run_on(host, name="n1", **args):
+    """run() with ``host`` answering the commands."""
+    host.world.command = host.command
+    return run(host.world, name, **args)
+
+
+def test_acquire_with_activate_reboots_verifies_and_frees_the_slot_in_one_task():
+    world = World()
+    book = open_book(world)
+    host = RebootingHost(world)
+    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE)
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["granted"] and result["released"] and result["failure"] is None and result["changed"], result
+    assert host.commands == [BOOT, FINALIZE, BOOT, BOOT, BOOT, "rpm-ostree status --json"]
+    assert world.sleeps == [0.5, 0.5, 0.5]
+    assert result["reboot"]["boot_id_before"] == "boot-1" and result["reboot"]["boot_id"] == "boot-2"
+    # Recorded as the steps would have: the reboot from the grant, back after the polls, verified, freed.
+    assert record["status"] == "activated" and record["booted_digest"] == T and not record["holds_slot"]
+    assert record["reboot_start"] == 1000.0 and record["reboot_end"] == 1001.5 and record["released_at"] == 1001.5
+    # The slot is free again: the pool's next host gets it at once.
+    assert run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
+
+
+def test_acquire_with_activate_whose_host_does_not_come_back_keeps_the_failure_for_the_rescue():
+    world = World()
+    book = open_book(world)
+    host = RebootingHost(world, comes_back=False)
+    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD,
+                    activate=dict(ACTIVATE, reboot_timeout=2))
+    assert result["granted"] and not result["released"] and not result.get("failed"), result
+    failure = result["failure"]
+    assert failure["step"] == "Finalize the staged deployment and reboot" and failure["rc"] is None
+    assert failure["msg"].startswith("The host did not come back with a new boot id within 2 s of the reboot command")
+    record = result["ansible_facts"]["os_activate_result"]
+    assert record["phase"] == "reboot" and record["status"] == "started" and record["holds_slot"]
+    # What the rescue (failed.yml) does with it: the host went down, so it keeps its slot.
+    failed = run(world, "n1", op="fail", book=book, task=failure["step"], result=failure, reboot=result["reboot"],
+                 probe={"unreachable": True}, reboot_timeout=2)
+    assert failed["ansible_facts"]["os_activate_result"]["reason"].startswith(
+        "did not come back within 2 s; its budget slot stays taken (reboot: Finalize the staged deployment and reboot: ")
+
+
+def test_acquire_with_activate_booted_on_another_digest_fails_in_the_verify_phase_unfreed():
+    world = World()
+    book = open_book(world)
+    other = "sha256:" + "9" * 64
+    host = RebootingHost(world, booted=other, down=0)
+    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE)
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["failure"] == {"step": "Read and verify the booted deployment", "rc": None,
+                                 "msg": "n1 booted %s, not %s" % (other, T)}
+    assert not result["released"] and record["phase"] == "verify" and record["booted_digest"] == other
+    assert not run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
+
+
+def test_acquire_with_activate_whose_reboot_command_fails_says_so_with_its_rc():
+    world = World()
+    book = open_book(world)
+    host = RebootingHost(world, reboot_rc=1)
+    failure = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE)["failure"]
+    assert failure["rc"] == 1 and failure["msg"] == "The reboot command failed (rc=1): 'error: no staged deployment'."
+    assert host.commands == [BOOT, FINALIZE]
+
+
+def test_acquire_with_activate_in_mode_verify_reads_and_frees_without_a_reboot():
+    world = World()
+    book = open_book(world)
+    host = RebootingHost(world)
+    host.rebooted = True        # a killed run rebooted it into its target
+    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, mode="verify", activate=ACTIVATE)
+    assert result["released"] and result["ansible_facts"]["os_activate_result"]["status"] == "activated"
+    assert host.commands == ["rpm-ostree status --json"] and result["reboot"] == {} and not result["changed"]
+
+
+@pytest.mark.parametrize("activate, message", [
+    (dict(ACTIVATE, poll_interval=0), "activate.poll_interval must be a number of seconds more than 0, got 0.0."),
+    (dict(ACTIVATE, reboot_timeout=0), "activate.reboot_timeout must be at least 1 second, got 0."),
+])
+def test_acquire_with_bad_activate_numbers_is_refused_before_the_lease_and_the_slot(activate, message):
+    world = World()
+    book = open_book(world)
+    host = RebootingHost(world)
+    result = run_on(host, op="acquire", book=book, target_digest=T, activate=activate,
+                    lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
+    assert result["failed"] and result["msg"] == message
+    assert host.commands == [] and world.calls == []
+    # Nothing was recorded for n1: it can still take the slot.
+    assert run(world, "n1", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
+
+
+def test_acquire_with_activate_over_a_local_connection_refuses_to_reboot_the_controller():
+    world = World()
+    book = open_book(world)
+    host = RebootingHost(world)
+    host.world.command = host.command
+    action = new_action(os_activate_slot, dict(op="acquire", book=book, target_digest=T, activate=ACTIVATE))
+    action._clock = lambda: world.now
+    action._sleep = world.sleep
+    action._low_level_execute_command = host.command
+    action._connection.transport = "local"
+    result = action.run(task_vars={"inventory_hostname": "n1"})
+    assert result["failure"]["msg"] == "Refusing to reboot the controller (connection local)." and host.commands == []
+
+
+def test_a_host_with_a_whole_round_ahead_writes_its_lease_once_that_round_got_its_slots():
+    world = World()
+    hosts = [{"host": name, "pool": "a"} for name in ("n1", "n2", "n3")]
+    book = run(world, op="open", hosts=hosts, budgets={"a": 1})["book"]
+    writes = []
+
+    def module(module_name, module_args, task_vars):
+        writes.append((task_vars["inventory_hostname"], world.now))
+        return {"changed": True, "acquired": True}
+
+    world.module = module
+    lease = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0}
+    assert run(world, "n1", op="acquire", book=book, target_digest=T, lease=lease)["granted"]
+    # n3 has n2 ahead of it, a whole round of the pool's budget of 1 with no slot yet: it waits to write.
+    third = run(world, "n3", op="acquire", book=book, target_digest=T, timeout=1, poll_interval=0.5, lease=lease)
+    assert not third["granted"] and writes == [("n1", 1000.0)]
+    # n2 has no one ahead without a slot: it writes at once, then waits for n1's slot.
+    second = run(world, "n2", op="acquire", book=book, target_digest=T, timeout=1, poll_interval=0.5, lease=lease)
+    assert not second["granted"] and writes == [("n1", 1000.0), ("n2", 1001.0)]

@@ -323,3 +323,23 @@ def test_a_book_of_another_version_is_refused(tmp_path):
     with pytest.raises(_slots.SlotError, match="not a book of this collection's version"):
         with _slots.locked_book(str(path)):
             pass
+
+
+def test_lease_can_wait_while_a_whole_round_of_the_pool_is_ahead_without_a_slot():
+    hosts = [{"host": "h%d" % i, "pool": "a"} for i in range(1, 6)] + [{"host": "b1", "pool": "b"}]
+    book = _slots.new_book(hosts, {"a": 2, "b": 0}, 1, 0, 0.0)
+    assert [_slots.lease_can_wait(book, h["host"]) for h in hosts] == [False, False, True, True, True, False]
+    for host in ("h1", "h2"):
+        assert _slots.try_acquire(book, host, 1.0)[0] == "granted"
+    # h3 and h4 are the next round now; h5 still has them ahead.
+    assert [_slots.lease_can_wait(book, h) for h in ("h3", "h4", "h5")] == [False, False, True]
+    # Both slots are held: h3 waits, with take or without.
+    assert _slots.try_acquire(book, "h3", 3.0, take=False) == ("wait", None)
+
+
+def test_try_acquire_without_take_says_a_slot_is_free_and_leaves_it_free():
+    book = _slots.new_book([{"host": "h1", "pool": "a"}, {"host": "h2", "pool": "a"}], {"a": 1}, 1, 0, 0.0)
+    assert _slots.try_acquire(book, "h1", 1.0, take=False) == ("free", None)
+    assert book["hosts"]["h1"]["state"] == "waiting" and book["grants"] == []
+    assert _slots.try_acquire(book, "h1", 2.0) == ("granted", None) and book["grants"] == ["h1"]
+    assert _slots.try_acquire(book, "h2", 3.0, take=False) == ("wait", None)
