@@ -44,7 +44,7 @@ ARGUMENT_SPEC = {
     "target_digest": {"type": "str"},
     "old_digest": {"type": "str"},
     "timeout": {"type": "int", "default": 3600},
-    "poll_interval": {"type": "float", "default": 0.25},
+    "poll_interval": {"type": "float", "default": 0.1},
     "event": {"type": "str", "choices": list(_slots.EVENTS)},
     "status": {"type": "dict"},
     "backend": {"type": "str", "default": "rpm-ostree", "choices": ["rpm-ostree", "bootc"]},
@@ -54,6 +54,7 @@ ARGUMENT_SPEC = {
     "reboot": {"type": "dict"},
     "lease": {"type": "dict"},
     "rebooting": {"type": "bool", "default": False},
+    "lease_release": {"type": "bool", "default": False},
     "activate": {"type": "dict", "options": {
         "reboot_command": {"type": "str", "required": True},
         "boot_time_command": {"type": "str", "default": _reboot.DEFAULT_BOOT_TIME_COMMAND},
@@ -137,20 +138,33 @@ class ActionModule(ActionBase):
             return None
         return "the run's controller process %d is gone" % controller
 
-    def _write_rebooting(self, args, task_vars, target_digest):
-        """With ``lease``: the host's rollout lease records phase rebooting to the target; -> a problem, or None."""
+    def _write_lease(self, args, task_vars, **fields):
+        """Write the host's rollout lease (``lease``) with ``fields`` (os_rollout_lease's options); -> its message when it failed, or None."""
         lease = args["lease"]
-        if not lease:
-            return None
-        module_args = {"rollout": lease.get("rollout"), "owner": lease.get("owner"),
-                       "started_at": lease.get("started_at"), "phase": "rebooting", "target_digest": target_digest}
+        module_args = dict(fields, rollout=lease.get("rollout"), owner=lease.get("owner"), started_at=lease.get("started_at"))
         if lease.get("ttl") is not None:
             module_args["ttl"] = lease["ttl"]
         written = self._execute_module(module_name="fleetos.layering.os_rollout_lease", task_vars=task_vars,
                                        module_args=module_args)
-        if written.get("failed"):
-            return "recording the reboot in the rollout lease of %s failed: %s" % (
-                args["host"], one_line(written.get("msg"), "no message"))
+        return one_line(written.get("msg"), "no message") if written.get("failed") else None
+
+    def _write_rebooting(self, args, task_vars, target_digest):
+        """With ``lease``: the host's rollout lease records phase rebooting to the target; -> a problem, or None."""
+        if not args["lease"]:
+            return None
+        problem = self._write_lease(args, task_vars, phase="rebooting", target_digest=target_digest)
+        if problem:
+            return "recording the reboot in the rollout lease of %s failed: %s" % (args["host"], problem)
+        return None
+
+    def _write_activated(self, args, task_vars):
+        """The activated host's rollout lease records phase activated (held) or, with ``lease_release``,
+        done (released), as the role's task after the hold does; -> a problem, or None."""
+        release = args["lease_release"]
+        problem = self._write_lease(args, task_vars, state="released" if release else "acquired",
+                                    phase="done" if release else "activated")
+        if problem:
+            return "%s was activated, but recording it in its rollout lease failed: %s" % (args["host"], problem)
         return None
 
     def _op_acquire(self, args, task_vars):
@@ -210,21 +224,26 @@ class ActionModule(ActionBase):
             if (args["rebooting"] or args["activate"]) and args["mode"] != "verify":
                 # Nothing runs between the grant and the reboot: one task less in the slot hold.
                 record = _slots.record_event(book, host, "reboot_start", self._clock())
-        result = {"granted": True, "reason": None, "changed": locked, "released": False, "failure": None,
+        result = {"granted": True, "reason": None, "changed": locked, "released": False, "failure": None, "lease_written": False,
                   "ansible_facts": {"os_activate_result": record}}
         if args["activate"]:
-            held = self._hold(args, task_vars)
+            held = self._hold(args, task_vars, controller)
             held["changed"] = locked or held.pop("changed", False)
             result.update(held)
         return result
 
-    def _hold(self, args, task_vars):
+    def _hold(self, args, task_vars, controller):
         """op acquire with ``activate``, once the slot is granted: the rest of the slot hold, in this task.
 
         Reboot into the target (not in mode verify), read and verify the booted digest, free the
         slot; no task boundary (a fork, a connection, a result sent back) in between. A failure is
         returned as ``failure`` (the step, as the tasks of hold.yml are named, its message and rc),
         not raised: the task's facts carry the record, and the caller's rescue handles it.
+
+        A worker outlives a killed ansible-playbook (it runs in a session of its own): once the
+        run's ``controller`` process is gone, it changes nothing more after the reboot (no record,
+        no FleetLock steady-state, no lease write), as the reboot task alone would have, so that a
+        rerun finds the host as the killed run left it.
         """
         reboot = {}
         if args["mode"] != "verify":
@@ -236,6 +255,10 @@ class ActionModule(ActionBase):
                 reboot = _reboot.reboot(self, args["activate"])
             if reboot.get("failed"):
                 return {"failure": {"step": STEP_REBOOT, "msg": reboot["msg"], "rc": reboot.get("rc")}, "reboot": reboot}
+        gone = self._controller_gone(controller)
+        if gone:
+            return {"failed": True, "msg": "%s, so %s is left as it booted, unverified." % (gone, args["host"]),
+                    "reboot": reboot, "changed": reboot.get("changed", False)}
         booted = self._booted(args, task_vars, reboot, health=False)
         if booted.get("failed"):
             with _slots.locked_book(args["book"]) as book:
@@ -244,8 +267,16 @@ class ActionModule(ActionBase):
                     "changed": reboot.get("changed", False), "booted": booted.get("booted"),
                     "ansible_facts": {"os_activate_result": record}}
         released = self._op_release(args, task_vars)
-        return dict(released, reboot=reboot, released=True, booted=booted["booted"],
-                    changed=reboot.get("changed", False) or released["changed"])
+        result = dict(released, reboot=reboot, released=True, booted=booted["booted"], lease_written=False,
+                      changed=reboot.get("changed", False) or released["changed"])
+        if args["lease"] and released["ansible_facts"]["os_activate_result"]["status"] == "activated":
+            # After the slot is freed: bookkeeping on the host, which the next host of the pool need not wait for.
+            problem = self._write_activated(args, task_vars)
+            if problem:
+                result.update(failed=True, msg=problem)
+            else:
+                result["lease_written"] = True
+        return result
 
     def _fleetlock_slot(self, args, task_vars, controller):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""

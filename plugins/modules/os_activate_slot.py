@@ -128,7 +128,7 @@ options:
     description:
       - O(op=acquire), seconds between two looks at the book while waiting.
     type: float
-    default: 0.25
+    default: 0.1
   event:
     description:
       - O(op=event), what happened - V(reboot_start), V(reboot_end), V(booted) (with O(status) read
@@ -154,20 +154,31 @@ options:
         tasks), so the grant also records the reboot start, as O(op=rebooting) would (not in mode V(verify)).
     type: bool
     default: false
+  lease_release:
+    description:
+      - O(op=acquire) with O(activate) and O(lease), what the activated host's rollout lease records once its
+        slot is freed - V(false), phase V(activated) (the lease still held); V(true), phase V(done) with the
+        lease released. A failed write fails the task (the host stays activated, its slot freed).
+    type: bool
+    default: false
   activate:
     description:
       - O(op=acquire), the whole slot hold in this one task, for when nothing runs between the grant and
         the reboot or after the verified boot (no pre-activate tasks, no health check, no post-activate
         tasks). Once the slot is granted it records the reboot start, reboots the host as
         M(fleetos.layering.os_reboot) does (not in mode V(verify)), reads and verifies the booted
-        deployment as O(op=booted) with O(health=false) does, and frees the slot as O(op=release)
-        does. No task boundary lies between these steps, so the slot is held for the reboot and little
+        deployment as O(op=booted) with O(health=false) does, frees the slot as O(op=release)
+        does and, with O(lease), records the activated host in its rollout lease (O(lease_release)).
+        No task boundary lies between these steps, so the slot is held for the reboot and little
         else.
       - A failed reboot or verification does not fail the task; it is returned as RV(failure), with the
         host's record as the fact C(os_activate_result) and the slot still held, for the caller's rescue
         to record with O(op=fail) and to free with O(op=release).
       - The numbers are checked before anything else, and a bad one fails the task before the lease is
         written or a slot is taken.
+      - When ansible-playbook was killed while the host rebooted, the task changes nothing after the
+        reboot (no record, no FleetLock steady-state, no lease write), so that a rerun finds the host
+        booted and unverified, as the killed run left it.
     type: dict
     suboptions:
       reboot_command:
@@ -328,6 +339,11 @@ failure:
   returned: op is acquire and the slot was granted
   type: dict
   sample: {step: Finalize the staged deployment and reboot, msg: "The host did not come back ...", rc: null}
+lease_written:
+  description: O(op=acquire), whether this task recorded the activated host in its rollout lease (O(activate) with O(lease)).
+  returned: op is acquire and the slot was granted
+  type: bool
+  sample: true
 reboot:
   description: O(op=acquire) with O(activate), the reboot's result as M(fleetos.layering.os_reboot) returns it.
   returned: op is acquire with activate and the slot was granted

@@ -14,6 +14,7 @@ import pytest
 from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 T = "sha256:" + "b" * 64
@@ -445,6 +446,76 @@ def test_acquire_with_activate_reboots_verifies_and_frees_the_slot_in_one_task()
     assert record["reboot_start"] == 1000.0 and record["reboot_end"] == 1001.5 and record["released_at"] == 1001.5
     # The slot is free again: the pool's next host gets it at once.
     assert run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
+
+
+LEASE = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
+
+
+def _lease_writes(world, fail_phase=None):
+    """world.module as the host's os_rollout_lease: -> the list of the option sets it was given."""
+    writes = []
+
+    def module(module_name, module_args, task_vars):
+        assert module_name == "fleetos.layering.os_rollout_lease"
+        writes.append(module_args)
+        if module_args["phase"] == fail_phase:
+            return {"failed": True, "msg": "disk\nfull"}
+        return {"changed": True, "acquired": True}
+
+    world.module = module
+    return writes
+
+
+@pytest.mark.parametrize("release, state, phase", [(True, "released", "done"), (False, "acquired", "activated")])
+def test_acquire_with_activate_and_a_lease_records_the_activated_host_after_freeing_the_slot(release, state, phase):
+    world = World()
+    book = open_book(world)
+    writes = _lease_writes(world)
+    result = run_on(RebootingHost(world), op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE,
+                    lease=LEASE, lease_release=release)
+    assert result["released"] and result["lease_written"] and not result.get("failed"), result
+    common = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
+    assert writes == [dict(common, phase="rebooting", target_digest=T), dict(common, state=state, phase=phase)]
+
+
+def test_acquire_with_activate_whose_last_lease_write_fails_fails_with_the_slot_freed():
+    world = World()
+    book = open_book(world)
+    _lease_writes(world, fail_phase="done")
+    result = run_on(RebootingHost(world), op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE,
+                    lease=LEASE, lease_release=True)
+    assert result["failed"] and not result["lease_written"], result
+    assert result["msg"] == "n1 was activated, but recording it in its rollout lease failed: disk full"
+    assert result["ansible_facts"]["os_activate_result"]["status"] == "activated"
+    assert run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
+
+
+def test_acquire_with_activate_and_a_lease_whose_host_fails_writes_only_the_reboot():
+    world = World()
+    book = open_book(world)
+    writes = _lease_writes(world)
+    result = run_on(RebootingHost(world, booted=OLD), op="acquire", book=book, target_digest=T, old_digest=OLD,
+                    activate=ACTIVATE, lease=LEASE, lease_release=True)
+    assert result["failure"]["step"] == "Read and verify the booted deployment" and not result["lease_written"]
+    assert [w["phase"] for w in writes] == ["rebooting"]
+
+
+def test_acquire_with_activate_of_a_killed_run_changes_nothing_after_the_reboot():
+    world = World()
+    book = open_book(world)
+    writes = _lease_writes(world)
+    host = RebootingHost(world)
+    # ansible-playbook is killed while the host reboots: the worker's parent is another process when it is back.
+    parents = iter([4242] + [1] * 10)
+    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE, lease=LEASE,
+                    lease_release=True, controller=lambda: next(parents))
+    assert result["failed"] and result["msg"] == "the run's controller process 4242 is gone, so n1 is left as it booted, unverified."
+    assert result["reboot"]["rebooted"] and "rpm-ostree status --json" not in host.commands
+    assert [w["phase"] for w in writes] == ["rebooting"]
+    with _slots.locked_book(book) as state:
+        record = _slots.record_of(state, "n1")
+    # Still as the killed run left it: rebooting, not back, not verified, holding its slot.
+    assert record["reboot_end"] is None and record["verified_at"] is None and record["holds_slot"]
 
 
 def test_acquire_with_activate_whose_host_does_not_come_back_keeps_the_failure_for_the_rescue():
