@@ -186,7 +186,8 @@ class ActionModule(ActionBase):
                 answer, reason = _slots.try_acquire(book, host, self._clock(), take=written)
                 if not written and (answer in ("free", "granted") or (
                         answer == "wait" and not _slots.lease_can_wait(book, host))):
-                    answer = "write"
+                    reason = self._controller_gone(controller)
+                    answer = "refused" if reason else "write"
                 elif answer == "wait" and self._clock() >= deadline:
                     pool = book["hosts"][host]["pool"]
                     reason = "no budget slot of pool %s was freed within %s s (held by %s)" % (
@@ -241,10 +242,13 @@ class ActionModule(ActionBase):
         not raised: the task's facts carry the record, and the caller's rescue handles it.
 
         A worker outlives a killed ansible-playbook (it runs in a session of its own): once the
-        run's ``controller`` process is gone, it changes nothing more after the reboot (no record,
-        no FleetLock steady-state, no lease write), as the reboot task alone would have, so that a
-        rerun finds the host as the killed run left it.
+        run's ``controller`` process is gone, it does not reboot the host, and after the reboot it
+        changes nothing more (no record, no FleetLock steady-state, no lease write), as the reboot
+        task alone would have, so that a rerun finds the host as the killed run left it.
         """
+        gone = self._controller_gone(controller)
+        if gone:
+            return {"failed": True, "msg": "%s, so %s was not rebooted." % (gone, args["host"])}
         reboot = {}
         if args["mode"] != "verify":
             if self._connection.transport == "local":

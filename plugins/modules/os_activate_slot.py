@@ -176,9 +176,9 @@ options:
         to record with O(op=fail) and to free with O(op=release).
       - The numbers are checked before anything else, and a bad one fails the task before the lease is
         written or a slot is taken.
-      - When ansible-playbook was killed while the host rebooted, the task changes nothing after the
-        reboot (no record, no FleetLock steady-state, no lease write), so that a rerun finds the host
-        booted and unverified, as the killed run left it.
+      - When ansible-playbook was killed, the task does not reboot the host, and when it was killed
+        while the host rebooted, the task changes nothing after the reboot (no record, no FleetLock
+        steady-state, no lease write), so that a rerun finds the host as the killed run left it.
     type: dict
     suboptions:
       reboot_command:

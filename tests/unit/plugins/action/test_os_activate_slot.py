@@ -506,9 +506,8 @@ def test_acquire_with_activate_of_a_killed_run_changes_nothing_after_the_reboot(
     writes = _lease_writes(world)
     host = RebootingHost(world)
     # ansible-playbook is killed while the host reboots: the worker's parent is another process when it is back.
-    parents = iter([4242] + [1] * 10)
     result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE, lease=LEASE,
-                    lease_release=True, controller=lambda: next(parents))
+                    lease_release=True, controller=lambda: 1 if host.rebooted else 4242)
     assert result["failed"] and result["msg"] == "the run's controller process 4242 is gone, so n1 is left as it booted, unverified."
     assert result["reboot"]["rebooted"] and "rpm-ostree status --json" not in host.commands
     assert [w["phase"] for w in writes] == ["rebooting"]
@@ -516,6 +515,26 @@ def test_acquire_with_activate_of_a_killed_run_changes_nothing_after_the_reboot(
         record = _slots.record_of(state, "n1")
     # Still as the killed run left it: rebooting, not back, not verified, holding its slot.
     assert record["reboot_end"] is None and record["verified_at"] is None and record["holds_slot"]
+
+
+def test_acquire_with_activate_of_a_killed_run_neither_writes_its_lease_nor_reboots():
+    world = World()
+    book = open_book(world)
+    writes = _lease_writes(world)
+    host = RebootingHost(world)
+    # Killed before the slot was granted: the slot is free, but the run that would free it again is gone.
+    parents = iter([4242] + [1] * 10)
+    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE, lease=LEASE,
+                    controller=lambda: next(parents))
+    assert result == {"granted": False, "reason": "the run's controller process 4242 is gone", "changed": False}
+    assert writes == [] and host.commands == []
+    # Killed between the grant and the reboot: the host is not rebooted.
+    parents = iter([4243] + [1] * 10)
+    result = run_on(host, "n2", op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE,
+                    controller=lambda: next(parents))
+    assert result["granted"] and result["failed"], result
+    assert result["msg"] == "the run's controller process 4243 is gone, so n2 was not rebooted."
+    assert host.commands == []
 
 
 def test_acquire_with_activate_whose_host_does_not_come_back_keeps_the_failure_for_the_rescue():
