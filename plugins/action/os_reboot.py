@@ -20,13 +20,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import In
 from ansible_collections.fleetos.layering.plugins.module_utils import _params
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot
 
-ARGUMENT_SPEC = {
-    "reboot_command": {"type": "str", "required": True},
-    "boot_time_command": {"type": "str", "default": _reboot.DEFAULT_BOOT_TIME_COMMAND},
-    "reboot_timeout": {"type": "int", "default": 600},
-    "poll_interval": {"type": "float", "default": 1.0},
-    "connect_timeout": {"type": "int", "default": 5},
-}
+ARGUMENT_SPEC = _reboot.ARGUMENT_SPEC
 # The options that are shell commands: several lines and tabs are fine there.
 COMMANDS = ("reboot_command", "boot_time_command")
 

@@ -32,6 +32,15 @@ BOOT_ID_FORM = "a boot id (a UUID, or up to 128 letters, digits, '-', '_', '.' o
 QUOTE_MAX = 80
 DEFAULT_BOOT_TIME_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 
+# The options of a reboot: os_reboot's, and the suboptions of os_activate_slot's activate.
+ARGUMENT_SPEC = {
+    "reboot_command": {"type": "str", "required": True},
+    "boot_time_command": {"type": "str", "default": DEFAULT_BOOT_TIME_COMMAND},
+    "reboot_timeout": {"type": "int", "default": 600},
+    "poll_interval": {"type": "float", "default": 1.0},
+    "connect_timeout": {"type": "int", "default": 5},
+}
+
 
 class BootIdError(AnsibleError):
     """The boot-time command ran but printed no boot id."""
