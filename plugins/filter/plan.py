@@ -11,7 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report, _playbook_specs
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     activation,
     host_plan,
@@ -40,11 +40,16 @@ REPORT_KEYS = ("manifest_errors", "warnings", "report_dir", "host_lines")
 
 @empty_means_unset("lock")
 def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, play=None, check_pull_secret=True,
-                       inputs=True, report=None):
+                       inputs=True, report=None, check=None):
     """Filter: the plan of every host of ``hosts`` from the inventory alone, at once (see rollout_plan_fleet.yml);
-    with ``report``, the report of that plan instead (as rollout_plan_report gives it)."""
+    with ``report``, the report of that plan instead (as rollout_plan_report gives it); with ``check`` (a
+    playbook), also ``variable_errors``, the sentences of playbook_variable_errors, from the same read."""
     if not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("rollout_plan_fleet needs a list of host names, such as ansible_play_hosts")
+    try:
+        checked = sorted(_playbook_specs.load_spec(check)) if check not in (None, "") else []
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
     play = dict(play or {})
     unknown = sorted(set(play) - set(_fleet.KEYS))
     if unknown:
@@ -58,22 +63,34 @@ def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, pla
         raise AnsibleFilterError("rollout_plan_fleet: report names %s; expected some of %s"
                                  % (", ".join(unknown), ", ".join(REPORT_KEYS)))
     manifests, lock, play = _fleet.plain(manifests), _fleet.plain(lock), _fleet.plain(play)
-    values, defined = _fleet.read_hosts(hostvars, hosts, _fleet.secret_names(manifests), play)
+    values, defined = _fleet.read_hosts(hostvars, hosts, _fleet.secret_names(manifests), play, extra=checked)
+    variable_errors = None
+    if checked:
+        try:
+            variable_errors = _playbook_specs.variable_errors(
+                {host: {name: found[name] for name in checked if name in found} for host, found in values.items()}, check)
+        except FleetosError as exc:
+            raise AnsibleFilterError(exc.msg) from None
     fleet = _fleet.plan_fleet(_fleet.host_inputs(values, run_host, play), manifests, lock=lock,
                               defined=defined if check_pull_secret else None,
                               brief=report is not None or not boolean(inputs, strict=False))
     if report is None:
+        if variable_errors is not None:
+            fleet["variable_errors"] = variable_errors
         return fleet
     # The report made here, from the plan as it is: handed on to rollout_plan_report, each value of
     # the plan would be wrapped and read again (seconds for 10,000 hosts with ansible-core 2.19).
     report = _fleet.plain(report)
     try:
-        return _plan_report.report([entry["plan"] for entry in fleet["hosts"].values()],
+        made = _plan_report.report([entry["plan"] for entry in fleet["hosts"].values()],
                                    report.get("manifest_errors") or [], report.get("warnings") or [],
                                    report_dir=none_if_empty(report.get("report_dir")),
                                    each_host=boolean(report.get("host_lines", True), strict=False))
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
+    if variable_errors is not None:
+        made["variable_errors"] = variable_errors
+    return made
 
 
 @empty_means_unset("report_dir")

@@ -11,6 +11,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_fleet, rollout_plan_report
+from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import playbook_variable_errors, playbook_variables
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
@@ -158,6 +159,32 @@ def test_with_report_the_filter_gives_the_report_of_its_plan(options):
 def test_a_report_that_is_no_mapping_of_the_reports_options_is_refused(report, message):
     with pytest.raises(AnsibleFilterError, match=re.escape(message)):
         fleet({"h1": {}}, report=report)
+
+
+def test_read_hosts_reads_the_extra_names_in_the_same_lookup():
+    hostvars = {"h1": {"fleetos_plan_show_hosts": 5, "fleetos_pool_image": POOL_IMAGE, "other": 1}, "h2": {}}
+    values, _defined = _fleet.read_hosts(hostvars, ["h1", "h2"], extra=["fleetos_plan_show_hosts", "fleetos_pool_image"])
+    assert values == {"h1": {"fleetos_pool_image": POOL_IMAGE, "fleetos_plan_show_hosts": 5}, "h2": {}}
+
+
+@pytest.mark.parametrize("report", [None, {}])
+def test_with_check_the_filter_gives_the_variable_errors_the_check_task_would(report):
+    hostvars = {"h1": {"fleetos_plan_show_hosts": "many"}, "h3": {"fleetos_pool_image": POOL_IMAGE},
+                "h5": {"fleetos_plan_show_hosts": 10}}
+    result = fleet(hostvars, report=report, check="plan")
+    expected = playbook_variable_errors(playbook_variables(sorted(hostvars), hostvars, "plan"), "plan")
+    assert result["variable_errors"] == expected
+    assert len(expected) == 1 and "fleetos_plan_show_hosts" in expected[0] and "h1" in expected[0]
+    # The plan itself is the one made without the check.
+    without = fleet(hostvars, report=report)
+    assert {k: v for k, v in result.items() if k != "variable_errors"} == without
+    assert "variable_errors" not in without
+
+
+def test_with_check_right_variables_give_no_sentence_and_an_unknown_playbook_is_refused():
+    assert fleet({"h1": {"fleetos_plan_show_hosts": 3}}, check="plan")["variable_errors"] == []
+    with pytest.raises(AnsibleFilterError, match="has no argument spec"):
+        fleet({"h1": {}}, check="no-such-playbook")
 
 
 def test_a_play_value_for_no_input_is_refused():
