@@ -104,6 +104,9 @@ def test_the_example_plans_without_manifest_errors(tmp_path):
     assert report["manifest_errors"] == [] and report["errors"] == 0
     assert HEADER not in proc.stdout and "Error:" not in markdown
     assert {row["host"]: row["source"] for row in report["hosts"]}["db-03"] == "nodeName"
+    # Planning changes nothing: writing plan.json and plan.md on the controller is not reported as a change.
+    recap = re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)
+    assert recap and recap.group(1) == "0", proc.stdout[-2000:]
 
 
 @pytest.mark.parametrize("limit, shown", [(10, True), (9, False)])
