@@ -14,7 +14,10 @@ from pathlib import Path
 from . import derived, fleetlock, images, inventory, layers, net, nodes, registry, signing
 from .common import (
     BASE_IMAGE,
+    HOST_IP,
+    HOST_LINK,
     MAX_NODES,
+    SUBNET,
     LabError,
     StateLock,
     inventory_dir,
@@ -64,6 +67,8 @@ def cmd_up(args):
     node_backend = getattr(args, "backend", None)
     if node_backend not in (None,) + nodes.BACKENDS:
         raise LabError("unknown --backend %r: choose one of %s" % (node_backend, ", ".join(nodes.BACKENDS)))
+    # Before anything changes: the lab's addresses must be free to route into this lab.
+    net.check_route_free()
     started = time.time()
     with StateLock():
         lab = read_json(state_dir() / "lab.json", {"nodes": {}})
@@ -77,6 +82,7 @@ def cmd_up(args):
         signing.ensure_keys()
         signing.start()
         lab["registry"] = address
+        lab["network"] = net.info()
         lab["registry_port"] = registry.config()["port"]
         if args.boot_delay is not None:
             lab["boot_delay"] = args.boot_delay
@@ -186,6 +192,7 @@ def cmd_down(args):
         registry.stop()
         fleetlock.stop()
         signing.stop()
+        net.remove_host_link()
         for ns in net.lab_netns_names():
             net.delete_netns(ns)
         for name in sorted(names):
@@ -213,9 +220,12 @@ def cmd_status(args):
         rows = list(pool.map(nodes.node_status, names))
     if args.json:
         print(json.dumps({"registry": lab.get("registry"), "registry_running": registry.running(),
+                          "network": dict(net.info(), leaked_packets=net.leaked_packets()),
                           "nodes": rows}, indent=2))
         return 0
     print("registry %s (%s)" % (lab.get("registry"), "running" if registry.running() else "stopped"))
+    print("network %s, reached from this machine through %s (%s); packets to lab addresses dropped on their "
+          "way out of the machine: %s" % (SUBNET, HOST_LINK, HOST_IP, net.leaked_packets()))
     header = ("NODE", "ADDRESS", "POOL", "STATE", "BOOTED IMAGE", "DIGEST", "VERSION", "STAGED", "BOOTS")
     table = [header]
     for row in rows:

@@ -19,15 +19,45 @@ NODE_OVERLAY = LAB_DIR / "node" / "usr"
 BOOT_SCRIPT = LAB_DIR / "node" / "boot.sh"
 
 # The lab's network namespace; its nodes' namespaces are LAB_NETNS-nodeNN. Another name
-# (FLEETLAB_NETNS, with its own FLEETLAB_STATE) runs a second lab beside the first: the
-# addresses repeat, but inside separate namespaces.
+# (FLEETLAB_NETNS, with its own FLEETLAB_STATE) runs a second lab beside the first.
 LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")
 BRIDGE = "flbr0"
+# Every lab lives in TEST-NET-2 and nowhere else. The machine's own namespace reaches each lab
+# that is up through a link of its own (net.py), so two labs up at once must not share an
+# address: each has its own block of the range, its "slice" (FLEETLAB_SLICE; the default lab
+# 0, any other name 1 unless told). Slice 0 is the larger one: the benches grow the default lab
+# to about a hundred nodes.
+LAB_RANGE = "198.51.100.0/24"
 SUBNET_PREFIX = "198.51.100."
-PREFIX_LEN = 24
-BRIDGE_IP = SUBNET_PREFIX + "1"
-FIRST_NODE_HOST = 10
-MAX_NODES = 200
+SLICES = ((0, 25), (128, 26), (192, 26))  # (first address's last byte, prefix length)
+FIRST_NODE_OFFSET = 10  # node N is the slice's address 10 + N
+HOST_LINK_PREFIX = "fleetlab-h"  # the machine's end of a lab's link: fleetlab-h<slice>
+LAB_LINK = "flhost"  # its other end, on the lab's bridge
+
+
+def _slice():
+    raw = os.environ.get("FLEETLAB_SLICE")
+    if raw is None:
+        return 0 if LAB_NETNS == "fleetlab" else 1
+    if raw not in [str(i) for i in range(len(SLICES))]:
+        raise SystemExit("fleetlab: error: FLEETLAB_SLICE %r must be one of %s"
+                         % (raw, ", ".join(str(i) for i in range(len(SLICES)))))
+    return int(raw)
+
+
+def slice_network(index):
+    """Slice index's addresses: (subnet, bridge address, the machine's address, node 0's last byte, most nodes)."""
+    base, prefix_len = SLICES[index]
+    # Node N is at node 0's byte + N; the slice's last address is its broadcast address.
+    return ("%s%d/%d" % (SUBNET_PREFIX, base, prefix_len), SUBNET_PREFIX + str(base + 1),
+            SUBNET_PREFIX + str(base + 2), base + FIRST_NODE_OFFSET, (1 << (32 - prefix_len)) - 2 - FIRST_NODE_OFFSET)
+
+
+SLICE = _slice()
+PREFIX_LEN = SLICES[SLICE][1]
+SUBNET, BRIDGE_IP, HOST_IP, FIRST_NODE_HOST, MAX_NODES = slice_network(SLICE)
+HOST_LINK = HOST_LINK_PREFIX + str(SLICE)
+
 OSNAME = "fedora-coreos"
 BASE_IMAGE = "fleetos/lab-os:1.0"
 REGISTRY_USER = "fleetos"

@@ -17,6 +17,7 @@ import time
 from .common import (
     BRIDGE_IP,
     FIRST_NODE_HOST,
+    HOST_IP,
     LAB_DIR,
     LAB_NETNS,
     REGISTRY_USER,
@@ -233,7 +234,7 @@ def _client_node(ip):
         host = int(ip.rsplit(".", 1)[1])
     except (IndexError, ValueError):
         return None
-    if ip == BRIDGE_IP:
+    if ip in (BRIDGE_IP, HOST_IP):  # a client in the lab's namespace, or on the machine through its link
         return "controller"
     if host > FIRST_NODE_HOST:
         return node_name(host - FIRST_NODE_HOST)
