@@ -495,8 +495,19 @@ def status_inspections(rows):
 
 def status_layers(rows, inspections):
     """The status rows with ``layers``: the booted image's layers (``[{name, version}]``), or None when the
-    image is not composed or could not be inspected."""
+    image is not composed or could not be inspected; and ``layers_error``: why the booted image could not be
+    inspected (``IMAGE: the read's message``, its first line), else None."""
     results = inspections.get("results", []) if isinstance(inspections, dict) else (inspections or [])
-    labels = {result.get("item"): result.get("labels") for result in results
-              if isinstance(result, dict) and not result.get("failed")}
-    return [dict(row, layers=layers_of_labels(labels.get(_booted(row)))) for row in rows or []]
+    labels, errors = {}, {}
+    for result in results:
+        if not isinstance(result, dict):
+            continue
+        # status.yml registers the reads with failed_when: false, which sets failed false: a read that
+        # failed is then one that returned no labels but a message.
+        if result.get("failed") or (result.get("labels") is None and result.get("msg")):
+            msg = str(result.get("msg") or "the read failed").strip().splitlines() or ["the read failed"]
+            errors[result.get("item")] = "%s: %s" % (result.get("item"), msg[0])
+        else:
+            labels[result.get("item")] = result.get("labels")
+    return [dict(row, layers=layers_of_labels(labels.get(_booted(row))), layers_error=errors.get(_booted(row)))
+            for row in rows or []]

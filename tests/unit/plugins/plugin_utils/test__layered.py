@@ -272,9 +272,17 @@ def test_status_reads_each_booted_digest_once():
     assert _layered.status_inspections(rows) == [REG + "/os/base@" + D["b"], REG + "/os/worker@" + D["a"]]
     inspected = {"results": [
         {"item": REG + "/os/worker@" + D["a"], "labels": {"fleetos.io/layers": LAYERS % (D["c"], D["d"])}},
-        {"item": REG + "/os/base@" + D["b"], "failed": True, "labels": {}}]}
-    assert [row["layers"] for row in _layered.status_layers(rows, inspected)] == [
+        {"item": REG + "/os/base@" + D["b"], "failed": False, "failed_when_result": False,
+         "msg": "Failed to read the manifest of %s: x509: certificate signed by unknown authority\nmore" % REG}]}
+    status = _layered.status_layers(rows, inspected)
+    assert [row["layers"] for row in status] == [
         [{"name": "kubelet", "version": "1.31.5"}, {"name": "ovs", "version": None}]] * 2 + [None, None]
+    assert [row["layers_error"] for row in status] == [None, None, "%s/os/base@%s: Failed to read the manifest of %s: "
+                                                       "x509: certificate signed by unknown authority" % (REG, D["b"], REG),
+                                                       None]
+    # A read the module itself reports failed (no failed_when) says the same.
+    failed = dict(inspected["results"][1], failed=True, labels={})
+    assert _layered.status_layers(rows[2:3], [inspected["results"][0], failed])[0]["layers_error"] == status[2]["layers_error"]
 
 
 def test_lock_record_reads_the_lock_once_and_never_raises(tmp_path):
