@@ -199,14 +199,13 @@ def controller_cpu():
     return usage.ru_utime + usage.ru_stime - _REAPED["cpu"], _REAPED["cpu"] + _adopted_ssh_cpu()
 
 
-def run_playbook(argv, log_path, what, netns=False, quiet_localhost=False):
-    """Run ansible-playbook argv (in the lab's netns with netns) -> the process, with .wall (seconds),
+def run_playbook(argv, log_path, what, quiet_localhost=False):
+    """Run ansible-playbook argv (from the machine's own namespace, which reaches the lab registry through
+    the lab's link) -> the process, with .wall (seconds),
     .cpu (controller user+sys seconds: .cpu_ansible, resource.getrusage(RUSAGE_CHILDREN) around the
     run, plus .cpu_ssh, what the ssh ControlPersist masters used meanwhile, see controller_cpu;
     .subreaper false: the masters could not be adopted, .cpu_ssh is 0) and .recap ({host: counts});
     the output goes to log_path; BenchError naming `what` when it fails."""
-    if netns:
-        argv = ["ip", "netns", "exec", LAB_NETNS] + argv
     subreaper = _subreaper(True)
     cpu0, ssh0 = controller_cpu()
     began = time.monotonic()

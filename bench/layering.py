@@ -55,8 +55,8 @@ from _lab import (  # noqa: E402  (what the lab benches share)
     run_playbook as run_lab_playbook, slow_boot, status, write_inventory as write_lab_inventory)
 
 
-def run_playbook(argv, log_path, what, netns=False):
-    return run_lab_playbook(argv, log_path, what, netns=netns, quiet_localhost=True)
+def run_playbook(argv, log_path, what):
+    return run_lab_playbook(argv, log_path, what, quiet_localhost=True)
 
 
 def write_inventory(path, nodes):
@@ -118,7 +118,7 @@ class Bench:
         return {"name": name, "image": "%s:%s" % (record["reference"], record["tag"])}
 
     def compose(self, output, layers, label):
-        """os_image_compose on the controller in the lab's netns -> (result, controller blob reads, seconds)."""
+        """os_image_compose on the controller -> (result, controller blob reads, seconds)."""
         registry_dir = STATE / "registry"
         args = {"base": "%s/%s" % (self.registry, BASE), "output": "%s/%s" % (self.registry, output),
                 "layers": layers, "auth_file": str(registry_dir / "auth.json"),
@@ -133,14 +133,14 @@ class Bench:
         book.write_text(yaml.safe_dump(play, sort_keys=False))
         journal = Journal()
         proc = run_playbook(self.local_argv(book), self.run_dir / ("compose-%s.log" % label),
-                            "compose %s" % label, netns=True)
+                            "compose %s" % label)
         reads = blob_reads(journal.events({"controller"})).get("controller", {"bytes": 0, "reads": 0})
         return json.loads(out.read_text()), reads, proc.wall
 
     def config_digest(self, result):
-        """The configuration digest of a composed image (skopeo in the lab's netns)."""
+        """The configuration digest of a composed image (skopeo on the controller)."""
         registry_dir = STATE / "registry"
-        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, "skopeo", "inspect", "--raw",
+        proc = subprocess.run(["skopeo", "inspect", "--raw",
                                "--authfile", str(registry_dir / "auth.json"),
                                "--cert-dir", str(registry_dir / "certs.d"),
                                "docker://%s@%s" % (result["output"], result["digest"])],
@@ -154,11 +154,11 @@ class Bench:
                 "-e", "ansible_python_interpreter=%s" % (VENV_BIN / "python"), str(book)]
 
     def ansible_baseline(self):
-        """Seconds of a one-task local playbook in the netns: Ansible's start-up, in every compose figure."""
+        """Seconds of a one-task local playbook: Ansible's start-up, in every compose figure."""
         book = self.run_dir / "baseline.yml"
         book.write_text(yaml.safe_dump([{"name": "baseline", "hosts": "localhost", "gather_facts": False,
                                          "tasks": [{"name": "nothing", "ansible.builtin.debug": {"msg": "x"}}]}]))
-        return run_playbook(self.local_argv(book), self.run_dir / "baseline.log", "baseline", netns=True).wall
+        return run_playbook(self.local_argv(book), self.run_dir / "baseline.log", "baseline").wall
 
     # -- rollouts
     def rollout(self, result, label):

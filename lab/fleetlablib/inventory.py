@@ -3,13 +3,16 @@
 import json
 from pathlib import Path
 
-from . import registry, signing
+from . import fleetlock, registry, signing
 from .common import LAB_NETNS, OSTREE_REMOTE, inventory_dir, state_dir, write_file
 
 HEADER = """\
 # Written by lab/fleetlab up: the lab fleet. Do not edit; it is rewritten on each 'up'.
 # ssh reaches the nodes inside the lab network namespace through a ProxyCommand, so
-# 'ansible -i inventories/lab all -m ping' works from the machine itself.
+# 'ansible -i inventories/lab all -m ping' works from the machine itself. The machine reaches
+# the lab registry, FleetLock and sigstore servers through its link into the lab
+# ('fleetlab status'), as a controller reaches its registry: controller-side steps (compose.yml,
+# status.yml's layer read) run from the machine with the registry's credentials and CA below.
 """
 
 
@@ -54,12 +57,20 @@ def write(lab):
         # ssh multiplexing sockets per lab: two labs use the same node addresses.
         "ansible_control_path_dir": str(state_dir() / "ssh" / "cp"),
         "fleetos_lab_registry": registry.address(),
+        # The registry's credentials and CA directory on the controller (this machine), for the
+        # playbooks' controller-side steps, as a user's group_vars/all would give them.
+        "fleetos_lab_auth_file": str(registry.auth_file()),
+        "fleetos_lab_ca_cert_dir": str(registry.cert_dir()),
+        "fleetos_status_auth_file": str(registry.auth_file()),
+        "fleetos_status_ca_cert_dir": str(registry.cert_dir()),
+        "fleetos_compose_auth_file": str(registry.auth_file()),
+        "fleetos_compose_ca_cert_dir": str(registry.cert_dir()),
         "fleetos_lab_base_image": lab.get("base_image_ref", ""),
         "fleetos_lab_boot_time_command": "cat /run/lab-boot-id",
         # The kernel boot id never changes in a node namespace: the rollout role's reboot
         # check reads the lab's own boot id.
         "fleetos_rollout_boot_time_command": "cat /run/lab-boot-id",
-        "fleetos_lab_fleetlock_url": "http://198.51.100.1:8080",
+        "fleetos_lab_fleetlock_url": fleetlock.address(),
         # Signed images: build them under this repository namespace (fleetlab image build
         # REPO/NAME:TAG --sign); the nodes require the lab key's signature there
         # (ostree-image-signed:docker://...), and verify ostree commits with this remote

@@ -187,6 +187,27 @@ class Lab:
         have = len(self.info["nodes"]) if (self.state / "lab.json").exists() else 0
         self.fleetlab("up", "--nodes", max(NODES, have))
         self.is_up = True
+        self.check_route()
+
+    def check_route(self):
+        """The machine's own namespace reaches the lab registry through the lab's link, not the default
+        gateway: a controller-side step must never send lab traffic out of the machine."""
+        network = self.info["network"]
+        registry_ip = self.registry.split(":")[0]
+        route = subprocess.run(["ip", "-o", "route", "get", registry_ip], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, check=False).stdout
+        default = subprocess.run(["ip", "-o", "route", "show", "default"], stdout=subprocess.PIPE,
+                                 text=True, check=False).stdout.split()
+        gateway = default[default.index("via") + 1] if "via" in default else None
+        if " dev %s " % network["host_link"] not in route + " " or " via " in route \
+                or (gateway and gateway in route.split()):
+            pytest.exit("the lab registry %s is not routed into the lab from this machine (%s): "
+                        "'ip route get' says %r" % (registry_ip, network["host_link"], route.strip()), returncode=3)
+
+    def leaked_packets(self):
+        """Packets to lab addresses the machine's firewall stopped on their way out so far (fleetlab's guard
+        and any other DROP rule for 198.51.100.0/24 in OUTPUT)."""
+        return json.loads(self.fleetlab("status", "--json").stdout)["network"]["leaked_packets"]
 
 
 @pytest.fixture(scope="session")
@@ -204,6 +225,11 @@ def rollout_image(lab):
 def lab():
     instance = Lab()
     instance.ensure_up()
+    leaked = instance.leaked_packets()
     yield instance
+    after = instance.leaked_packets() if (instance.state / "lab.json").exists() else leaked
     if instance.is_up and instance.started_here and not os.environ.get("FLEETLAB_KEEP"):
         instance.fleetlab("down")
+    # Every lab test's traffic stayed on the machine: none of it tried to leave through another interface.
+    assert after == leaked, "%d packets to lab addresses tried to leave the machine during the lab tests" % (
+        after - leaked)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LAB_NETNS, REPO, VENV_BIN, collections_path
+from conftest import REPO, VENV_BIN, collections_path
 
 
 class Composer:
@@ -73,7 +73,7 @@ class Composer:
                    ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
         start = len(self.lab.journal())
         began = time.monotonic()
-        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, str(VENV_BIN / "ansible-playbook"), "-i",
+        proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i",
                                "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % (
                                    VENV_BIN / "python"), str(playbook)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
@@ -93,7 +93,7 @@ class Composer:
                    ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_LOCALHOST_WARNING="False")
         start = len(self.lab.journal())
         began = time.monotonic()
-        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, str(VENV_BIN / "ansible-playbook"), "-i",
+        proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i",
                                str(inventory), "-c", "local", "-e", "ansible_python_interpreter=%s" % (
                                    VENV_BIN / "python"), "-e", "fleetos_compose_auth_file=" + self.auth_file,
                                "-e", "fleetos_compose_ca_cert_dir=" + self.cert_dir,
@@ -110,7 +110,7 @@ class Composer:
         return report, lock, (report_dir / "compose-summary.md").read_text(), changed, reads, seconds
 
     def tags(self, repository):
-        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, "skopeo", "list-tags", "--authfile", self.auth_file,
+        proc = subprocess.run(["skopeo", "list-tags", "--authfile", self.auth_file,
                                "--cert-dir", self.cert_dir, "docker://%s/%s" % (self.registry, repository)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
         if proc.returncode != 0:
@@ -152,7 +152,7 @@ def test_compose_recompose_bump_and_check_mode(lab, composer):
     assert [(l["name"], l["digest"], l["version"]) for l in entry["layers"]] == [
         ("kubelet", kubelet["digest"], "1.31.4"), ("ovs", ovs["digest"], "3.4")]
     base_layers = len(json.loads(subprocess.run(
-        ["ip", "netns", "exec", LAB_NETNS, "skopeo", "inspect", "--raw", "--authfile", composer.auth_file,
+        ["skopeo", "inspect", "--raw", "--authfile", composer.auth_file,
          "--cert-dir", composer.cert_dir, "docker://%s@%s" % (entry["base"]["name"], lab.base_digest)],
         stdout=subprocess.PIPE, text=True, check=True).stdout)["layers"])
     assert first["blobs"] == {"mounted": base_layers + 2, "uploaded": 1, "skipped": 0, "read": 5}, first["blobs"]

@@ -96,6 +96,27 @@ def test_node_names_and_addresses():
         common.node_index("web1")
 
 
+def test_each_slice_holds_its_addresses_and_no_two_overlap():
+    import ipaddress
+
+    lab_range = ipaddress.ip_network(common.LAB_RANGE)
+    subnets = []
+    for index in range(len(common.SLICES)):
+        subnet, bridge, host, first, most = common.slice_network(index)
+        network = ipaddress.ip_network(subnet)
+        assert network.subnet_of(lab_range)
+        assert all(not network.overlaps(other) for other in subnets), subnet
+        subnets.append(network)
+        nodes_ = [ipaddress.ip_address(common.SUBNET_PREFIX + str(first + n)) for n in (1, most)]
+        addresses = [ipaddress.ip_address(bridge), ipaddress.ip_address(host)] + nodes_
+        assert all(a in network and a not in (network.network_address, network.broadcast_address)
+                   for a in addresses), (subnet, addresses)
+        assert len(set(addresses)) == 4 and nodes_[0] > ipaddress.ip_address(host)
+        assert ipaddress.ip_address(common.SUBNET_PREFIX + str(first + most + 1)) == network.broadcast_address
+    # The default lab grows to about a hundred nodes (the rollout benches claim 12, 24 and 48 after node10).
+    assert common.slice_network(0)[4] >= 100 and min(common.slice_network(i)[4] for i in (1, 2)) >= 50
+
+
 @pytest.mark.parametrize("argv,message", [
     (["up", "--nodes", "x"], "invalid int value"),
     (["fault", "node01", "melt"], "invalid choice"),

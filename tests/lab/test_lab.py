@@ -201,6 +201,63 @@ def test_no_boot_fault_keeps_node_down_until_cleared(lab):
     assert lab.wait_up(node, not_boot_id=before) != before
 
 
+def test_the_machine_reaches_the_lab_services_through_its_own_link(lab):
+    """From the machine's own namespace (no `ip netns exec`), as a user's controller: the registry with the
+    lab's credentials and CA, FleetLock and the sigstore server, over the lab's link; nothing leaves."""
+    network = lab.info["network"]
+    ivars = yaml.safe_load(lab.inventory.read_text())["all"]["vars"]
+    leaked = lab.leaked_packets()
+    for url in (ivars["fleetos_lab_fleetlock_url"], ivars["fleetos_lab_sigstore_url"]):
+        route = subprocess.run(["ip", "-o", "route", "get", url.split("/")[2].split(":")[0]],
+                               stdout=subprocess.PIPE, text=True, check=True).stdout
+        assert route.split()[:3] == [url.split("/")[2].split(":")[0], "dev", network["host_link"]], route
+    start = len(lab.journal())
+    proc = subprocess.run(["skopeo", "inspect", "--authfile", ivars["fleetos_lab_auth_file"], "--cert-dir",
+                           ivars["fleetos_lab_ca_cert_dir"], "docker://%s" % lab.base_image],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["Digest"] == lab.base_digest
+    # The registry saw the machine's address on the lab link, and the journal names it the controller.
+    assert {e["node"] for e in lab.journal()[start:] if e["event"] == "blob_read"} == {"controller"}
+    status = subprocess.run([sys.executable, "-c", "import sys, urllib.request; print(urllib.request.urlopen("
+                             "sys.argv[1], timeout=10).read().decode())", ivars["fleetos_lab_fleetlock_url"]
+                             + "/v1/status"], stdout=subprocess.PIPE, text=True, timeout=30, check=True).stdout
+    assert "holders" in json.loads(status)
+    assert lab.leaked_packets() == leaked
+
+
+def test_a_node_cannot_open_a_connection_to_the_machine(lab):
+    """The link carries the machine's connections into the lab and their answers, nothing a node starts."""
+    import socket
+
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    try:
+        host = lab.info["network"]["host_address"]
+        assert subprocess.run(["nc", "-z", "-w", "3", host, str(port)], check=False).returncode == 0
+        refused = lab.exec(lab.nodes[0], ["nc", "-z", "-w", "3", host, str(port)], check=False)
+        assert refused.returncode != 0, refused
+    finally:
+        server.close()
+
+
+def test_a_second_lab_on_the_same_addresses_is_refused_before_anything_changes(lab, tmp_path):
+    network = lab.info["network"]
+    env = dict(os.environ, FLEETLAB_NETNS="flsecond", FLEETLAB_SLICE=network["host_link"][-1],
+               FLEETLAB_STATE=str(tmp_path / "state"), FLEETLAB_INVENTORY=str(tmp_path / "inventory"))
+    proc = subprocess.run([str(FLEETLAB), "up", "--nodes", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, timeout=60, check=False)
+    line = _one_line_error(proc)
+    assert "already lead into lab %s (link %s)" % (LAB_NETNS, network["host_link"]) in line
+    assert not (tmp_path / "state").exists() and not os.path.exists("/run/netns/flsecond")
+    route = subprocess.run(["ip", "-o", "route", "get", network["bridge_address"]], stdout=subprocess.PIPE,
+                           text=True, check=True).stdout
+    assert " dev %s " % network["host_link"] in route
+
+
 def test_status_table_lists_every_node(lab):
     out = lab.fleetlab("status").stdout
     for node in lab.nodes:
@@ -443,10 +500,19 @@ def test_up_grows_then_down_leaves_nothing_behind(lab):
     assert grown in lab.nodes
     lab.ansible(grown, "-m", "ansible.builtin.ping")
     state = str(lab.state)
+    network = lab.info["network"]
     lab.fleetlab("down")
     lab.is_up = False
     assert not lab.state.exists()
     assert not lab.inventory.exists()
+    # The machine's link into the lab, its route and the lab's guard rules are gone with it.
+    assert subprocess.run(["ip", "link", "show", network["host_link"]], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, check=False).returncode != 0
+    route = subprocess.run(["ip", "-o", "route", "get", network["bridge_address"]], stdout=subprocess.PIPE,
+                           text=True, check=False).stdout
+    assert network["host_link"] not in route
+    rules = subprocess.run(["iptables", "-w", "-S"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    assert '"fleetlab-guard %s"' % LAB_NETNS not in rules
     netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
     assert [n for n in netns if n == LAB_NETNS or n.startswith(LAB_NETNS + "-")] == []
     with open("/proc/self/mountinfo") as handle:

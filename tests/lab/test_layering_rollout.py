@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LAB_NETNS, REPO, VENV_BIN, collections_path, read_hosts
+from conftest import REPO, VENV_BIN, collections_path, read_hosts
 
 OWNER = "test_layering_rollout"
 PLAYBOOKS = REPO / "playbooks"
@@ -82,14 +82,14 @@ class Layering:
                      "pullSecret": {"name": "lab_registry_secret"}}}))
 
     def play(self, playbook, *extra):
-        """ansible-playbook in the lab's netns on our inventory; -> (process, blob reads by node)."""
+        """ansible-playbook from the machine's own namespace on our inventory; -> (process, blob reads by node)."""
         self.plays += 1
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="False",
                    ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_HOST_KEY_CHECKING="True")
         start = len(self.lab.journal())
         began = time.monotonic()
-        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, str(VENV_BIN / "ansible-playbook"), "-i",
+        proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i",
                                str(self.inventory / "hosts.yml"), "--forks", "5",
                                "-e", "fleetos_report_dir=%s" % (self.tmp / ("report%d" % self.plays)),
                                *extra, str(PLAYBOOKS / playbook)],
@@ -129,7 +129,7 @@ class Layering:
         return _booted(self.lab.rpm_ostree_status(node))
 
     def config_digest(self, entry):
-        proc = subprocess.run(["ip", "netns", "exec", LAB_NETNS, "skopeo", "inspect", "--raw", "--authfile",
+        proc = subprocess.run(["skopeo", "inspect", "--raw", "--authfile",
                                self.auth_file, "--cert-dir", self.cert_dir, "docker://%s" % entry["image"]],
                               stdout=subprocess.PIPE, text=True, check=True, timeout=60)
         manifest = json.loads(proc.stdout)
@@ -186,15 +186,38 @@ def test_d1_then_a_kubelet_bump_rolled_out_through_the_lock_reads_only_the_new_l
         "%s %d blob reads %d bytes" % (node, len(reads[node]), sum(n for _, n in reads[node]))
         for node in layering.nodes), int(new_layer["size"]), config_size))
 
+    # status.yml from the machine's own namespace reads each booted image's layers from the lab registry,
+    # through the lab's link: no packet tries to leave the machine.
+    leaked = lab.leaked_packets()
     status = layering.tmp / "status.json"
-    layering.play("status.yml", "-e", "fleetos_status_json=%s" % status,
-                  "-e", "fleetos_status_auth_file=" + layering.auth_file,
-                  "-e", "fleetos_status_ca_cert_dir=" + layering.cert_dir)
+    proc, _ = layering.play("status.yml", "-e", "fleetos_status_json=%s" % status,
+                            "-e", "fleetos_status_auth_file=" + layering.auth_file,
+                            "-e", "fleetos_status_ca_cert_dir=" + layering.cert_dir)
     rows = json.loads(status.read_text())
     rows = rows["hosts"] if isinstance(rows, dict) else rows
-    assert {row["host"]: row["layers"] for row in rows} == {
-        node: [{"name": "kubelet", "version": "1.31.5"}, {"name": "ovs", "version": "3.4"}]
+    assert {row["host"]: (row["layers"], row["layers_error"]) for row in rows} == {
+        node: ([{"name": "kubelet", "version": "1.31.5"}, {"name": "ovs", "version": "3.4"}], None)
         for node in layering.nodes}
+    table = [line for line in proc.stdout.splitlines() if any(line.strip().startswith('"%s ' % n)
+                                                              for n in layering.nodes)]
+    assert len(table) == len(layering.nodes) and all("kubelet 1.31.5, ovs 3.4" in line for line in table), \
+        proc.stdout[-4000:]
+    assert "LAYERS not read" not in proc.stdout
+    assert lab.leaked_packets() == leaked
+
+    # A registry the controller cannot verify (no CA): the layers stay unknown, and one line says why.
+    no_ca = layering.tmp / "no-ca"
+    no_ca.mkdir(exist_ok=True)
+    proc, _ = layering.play("status.yml", "-e", "fleetos_status_json=%s" % status,
+                            "-e", "fleetos_status_auth_file=" + layering.auth_file,
+                            "-e", "fleetos_status_ca_cert_dir=%s" % no_ca)
+    said = [line for line in proc.stdout.splitlines() if "LAYERS not read" in line]
+    assert len(said) == 1 and "LAYERS not read for 1 booted image(s) on the controller: %s/fleetos/layering-worker-%s@%s: " % (
+        layering.registry, layering.run, d2["digest"]) in said[0], proc.stdout[-4000:]
+    rows = json.loads(status.read_text())["hosts"]
+    assert {row["host"]: row["layers"] for row in rows} == {node: None for node in layering.nodes}
+    assert all(row["layers_error"] and "certificate" in row["layers_error"] for row in rows), rows
+    assert lab.leaked_packets() == leaked
     layering.d2, layering.kubelet, layering.kubelet2, layering.ovs = d2, kubelet, kubelet2, ovs
 
 
@@ -211,11 +234,11 @@ def test_a_base_bump_reads_only_the_new_base_layer_and_rollback_returns_to_d2(la
     d3 = layering.compose()
     assert d3["base"]["version"] == "1.1" and d3["layers"] == d2["layers"]
     base_layers = {layer["digest"] for layer in json.loads(subprocess.run(
-        ["ip", "netns", "exec", LAB_NETNS, "skopeo", "inspect", "--raw", "--authfile", layering.auth_file,
+        ["skopeo", "inspect", "--raw", "--authfile", layering.auth_file,
          "--cert-dir", layering.cert_dir, "docker://%s@%s" % (d3["base"]["name"], d3["base"]["digest"])],
         stdout=subprocess.PIPE, text=True, check=True, timeout=60).stdout)["layers"]}
     old_base_layers = {layer["digest"] for layer in json.loads(subprocess.run(
-        ["ip", "netns", "exec", LAB_NETNS, "skopeo", "inspect", "--raw", "--authfile", layering.auth_file,
+        ["skopeo", "inspect", "--raw", "--authfile", layering.auth_file,
          "--cert-dir", layering.cert_dir, "docker://%s@%s" % (lab.base_record["reference"], lab.base_digest)],
         stdout=subprocess.PIPE, text=True, check=True, timeout=60).stdout)["layers"]}
     changed = base_layers - old_base_layers
