@@ -20,9 +20,10 @@ import time
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _lease
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
 
 # The steps of the slot hold that op acquire with activate runs itself, named as the tasks that run
 # them otherwise (roles/os_activate/tasks/hold.yml), so that a failure reads the same either way.
@@ -133,14 +134,20 @@ class ActionModule(ActionBase):
         return "the run's controller process %d is gone" % controller
 
     def _write_lease(self, args, task_vars, **fields):
-        """Write the host's rollout lease (``lease``) with ``fields`` (os_rollout_lease's options); -> its message when it failed, or None."""
+        """Write the host's rollout lease (``lease``) with ``fields`` (os_rollout_lease's options); -> its message
+        when it failed, or None."""
         lease = args["lease"]
-        module_args = dict(fields, rollout=lease.get("rollout"), owner=lease.get("owner"), started_at=lease.get("started_at"))
+        options = dict(fields, rollout=lease.get("rollout"), owner=lease.get("owner"), started_at=lease.get("started_at"))
         if lease.get("ttl") is not None:
-            module_args["ttl"] = lease["ttl"]
-        written = self._execute_module(module_name="fleetos.layering.os_rollout_lease", task_vars=task_vars,
-                                       module_args=module_args)
+            options["ttl"] = lease["ttl"]
+        written = self._lease_task(options)
         return one_line(written.get("msg"), "no message") if written.get("failed") else None
+
+    def _lease_task(self, options):
+        """The result of os_rollout_lease with ``options`` on this host, over the connection, as the task runs it."""
+        params = {name: option.get("default") for name, option in _lease.ARGUMENT_SPEC.items()}
+        params.update(options)
+        return _lease.task_result(ConnectionHost(self), params, check_mode=self._task.check_mode)
 
     def _write_rebooting(self, args, task_vars, target_digest):
         """With ``lease``: the host's rollout lease records phase rebooting to the target; -> a problem, or None."""
@@ -292,26 +299,15 @@ class ActionModule(ActionBase):
             self._sleep(args["fleetlock_retry_delay"])
 
     def _read_deployments(self, args, task_vars):
-        """The host's deployments, as fleetos.layering.os_info returns them.
+        """The host's deployments, as fleetos.layering.os_info returns them (without the architecture).
 
-        On rpm-ostree, ``rpm-ostree status --json`` runs as a plain command and is parsed here, with
-        the module's own parser: a module run costs the host a Python start and Ansible's module
-        code, several times the command's own time on a busy fleet, and this read is in a slot hold.
-        rpm-ostree status needs no privileges, so the command is not run with become (which would
-        also give it a terminal that mixes its errors into the JSON). bootc: the module.
+        The backend's status command runs on the host over the connection and is parsed here
+        (module_utils/_deployments.py): one command, no Python on the host.
         """
-        if args["backend"] != "rpm-ostree":
-            return self._execute_module(module_name="fleetos.layering.os_info", task_vars=task_vars,
-                                        module_args={"backend": args["backend"]})
-        res = self._low_level_execute_command("rpm-ostree status --json", sudoable=False)
-        if res.get("rc") != 0:
-            cause = (res.get("stderr") or res.get("stdout") or "no output").strip().splitlines() or ["no output"]
-            return {"failed": True, "msg": "rpm-ostree status --json exited with %s: %s" % (res.get("rc"), cause[-1])}
         try:
-            status = _rpm_ostree.parse_status(res.get("stdout") or "")
+            return _deployments.read_host(ConnectionHost(self), args["backend"], architecture=False)
         except FleetosError as exc:
             return {"failed": True, "msg": exc.msg}
-        return dict(status, backend="rpm-ostree")
 
     def _op_prepare(self, args, task_vars):
         """Before the reboot: read the host's deployments and check that they are what the mode needs."""

@@ -40,8 +40,11 @@ TEMP_PREFIX = "fleetos-auth-"
 _LEGACY_DOCKER_HUB = ("index.docker.io", "registry-1.docker.io")
 
 
-def ostree_auth_file(paths=OSTREE_AUTH_FILES):
-    """The auth file rpm-ostree would use (the first of ``paths`` that exists), or None."""
+def ostree_auth_file(paths=OSTREE_AUTH_FILES, host=None):
+    """The auth file rpm-ostree would use (the first of ``paths`` that exists), or None; on ``host`` (a
+    ``_host.Host``) when given, else here."""
+    if host is not None:
+        return next((path for path in paths if host.test("-e", path)), None)
     return next((path for path in paths if os.path.exists(path)), None)
 
 

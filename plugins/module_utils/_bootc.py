@@ -35,6 +35,7 @@ import time
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import RUN_AUTH_FILE
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import default_cause, find_executable, run_command
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     ImageError,
@@ -417,11 +418,11 @@ def _unknown_flag(stderr, flag):
 
 
 class BootcClient:
-    """Runs bootc through an AnsibleModule: argv lists, LC_ALL=C, no expansion."""
+    """Runs bootc on a host (``_host.Host``, or a module's AnsibleModule): argv lists, LC_ALL=C, no expansion."""
 
-    def __init__(self, module, executable=None, retries=0, retry_delay=5, sleep=None, lock_path=None):
-        self.module = module
-        self.binary = find_executable(module, executable, "bootc", "executable")
+    def __init__(self, host, executable=None, retries=0, retry_delay=5, sleep=None, lock_path=None):
+        self.host = as_host(host)
+        self.binary = find_executable(self.host, executable, "bootc", "executable")
         self.retries = max(0, int(retries or 0))
         self.retry_delay = max(0, int(retry_delay or 0))
         self._sleep = sleep or time.sleep
@@ -430,7 +431,7 @@ class BootcClient:
 
     def run(self, args, action, ok_rcs=(0,)):
         """Run ``bootc ARGS``; -> (rc, stdout, stderr). Raise CommandError on other exit codes."""
-        return run_command(self.module, [self.binary] + list(args), action, ok_rcs=ok_rcs)
+        return run_command(self.host, [self.binary] + list(args), action, ok_rcs=ok_rcs)
 
     def status(self):
         """``bootc status --format=json`` (``--json`` on a bootc that predates ``--format``), parsed."""

@@ -7,21 +7,23 @@
 
 """The one command runner of the collection, and finding the tools it runs.
 
-Every external tool (rpm-ostree, skopeo, ostree) runs through :func:`run_command`:
-an argv list, ``LC_ALL=C``, no ``$``/``~`` expansion of the arguments, and on failure
+Every external tool (rpm-ostree, skopeo, ostree) runs through :func:`run_command` on a
+host (``_host.Host``: the module's own, or an action plugin's connection): an argv list,
+``LC_ALL=C``, no ``$``/``~`` expansion of the arguments, and on failure
 a domain exception with a one-sentence ``msg`` and ``cmd``/``rc``/``stdout``/``stderr``
 details. It never calls ``fail_json``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 
-ENVIRON = {"LC_ALL": "C"}
+# The shell's status for a command it could not find (POSIX).
+NOT_FOUND = 127
 
 # The retry options of every module that talks to a registry or to rpm-ostree
 # (documented by the fleetos.layering.retries doc fragment).
@@ -67,8 +69,9 @@ def default_cause(stdout, stderr, rc):
     return first_line(stderr) or first_line(stdout) or "exit status %d" % rc
 
 
-def run_command(module, argv, action, ok_rcs=(0,), binary=False, data=None, error=CommandError, describe=None):
-    """Run ``argv`` through ``module.run_command``; -> ``(rc, stdout, stderr)``.
+def run_command(host, argv, action, ok_rcs=(0,), binary=False, data=None, error=CommandError, describe=None):
+    """Run ``argv`` on ``host`` (a ``_host.Host``, or the AnsibleModule of a module on the host);
+    -> ``(rc, stdout, stderr)``.
 
     ``stdout`` is bytes, exactly as the tool wrote them, when ``binary`` (``stderr`` is
     always text). ``data`` goes to stdin as given (no newline is added). An exit code
@@ -76,13 +79,13 @@ def run_command(module, argv, action, ok_rcs=(0,), binary=False, data=None, erro
     the cause from ``describe(stdout, stderr, rc)`` (default: :func:`default_cause`).
     """
     argv = list(argv)
-    kwargs = dict(environ_update=dict(ENVIRON), expand_user_and_vars=False)
-    if binary:
-        kwargs["encoding"] = None
-    if data is not None:
-        kwargs.update(data=data, binary_data=True)
-    rc, out, err = module.run_command(argv, **kwargs)
+    host = as_host(host)
+    rc, out, err = host.run(argv, data=data, binary=binary)
     err = to_text(err)
+    if rc == NOT_FOUND and host.finds_on_run and "/" not in argv[0]:
+        raise CommandError("Failed to %s: the host has no '%s' command in its PATH (exit status %d): install it or "
+                           "give the path of the executable." % (action, shown(argv[0], 80), rc),
+                           cmd=argv, rc=rc, stdout=to_text(out), stderr=err)
     if rc in ok_rcs:
         return rc, out, err
     cause = (describe or default_cause)(out, err, rc)
@@ -90,18 +93,22 @@ def run_command(module, argv, action, ok_rcs=(0,), binary=False, data=None, erro
                 cmd=argv, rc=rc, stdout=to_text(out), stderr=err)
 
 
-def find_executable(module, executable, name, option):
-    """The path of ``name``: ``executable`` when it is a path, else looked up in PATH.
+def find_executable(host, executable, name, option):
+    """The path of ``name`` on ``host``: ``executable`` when it is a path, else looked up in PATH.
 
     ``option`` is the module option that sets it, named in the error when nothing is
     found, or when the path given is not an executable file.
     """
+    host = as_host(host)
+    if not executable and host.finds_on_run:
+        # The host's shell finds it when it runs; run_command names a missing one.
+        return name
     if executable and "/" in executable:
-        if not (os.path.isfile(executable) and os.access(executable, os.X_OK)):
+        if not host.is_executable(executable):
             raise InvalidInputError("%s '%s' does not exist or is not an executable file: expected the path of %s."
                                     % (option, shown(executable, 80), name))
         return executable
-    binary = module.get_bin_path(executable or name, required=False)
+    binary = host.which(executable or name)
     if not binary:
         raise CommandError("Failed to find the %s executable '%s' on the target: install %s or set %s."
                            % (name, shown(executable or name, 80), name, option))

@@ -11,21 +11,27 @@ option deployments."""
 
 from __future__ import annotations
 
-import os
-
 from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient, origin_status
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
 
 BACKENDS = ("auto", "bootc", "rpm-ostree")
 
+# The options of fleetos.layering.os_info.
+OS_INFO_ARGS = dict(
+    backend=dict(type="str", choices=list(BACKENDS), default="auto"),
+    rpm_ostree_executable=dict(type="path"),
+    bootc_executable=dict(type="path"),
+)
 
-def read_bootc(module, executable, required):
+
+def read_bootc(host, executable, required, architecture=True):
     """The bootc facts in rpm-ostree's shape, or None when bootc did not boot the host (``required`` False)."""
     try:
-        status = BootcClient(module, executable=executable).status()
+        status = BootcClient(host, executable=executable).status()
     except CommandError:
         if required:
             raise
@@ -35,29 +41,37 @@ def read_bootc(module, executable, required):
         if required:
             raise CommandError("Failed to read the host with bootc: bootc did not boot it (status.booted is null).")
         return None
-    booted = status["booted"] or {}
-    architecture = booted.get("architecture") or oci_architecture(os.uname().machine)
-    return dict(origin_status(status), backend="bootc", architecture=architecture)
+    facts = dict(origin_status(status), backend="bootc")
+    if architecture:
+        booted = status["booted"] or {}
+        facts["architecture"] = booted.get("architecture") or oci_architecture(as_host(host).machine())
+    return facts
 
 
-def read_rpm_ostree(module, executable):
-    status = RpmOstreeClient(module, executable=executable).status()
-    return dict(status, backend="rpm-ostree", architecture=oci_architecture(os.uname().machine))
+def read_rpm_ostree(host, executable, architecture=True):
+    facts = dict(RpmOstreeClient(host, executable=executable).status(), backend="rpm-ostree")
+    if architecture:
+        facts["architecture"] = oci_architecture(as_host(host).machine())
+    return facts
 
 
-def read_host(module, backend, rpm_ostree_executable=None, bootc_executable=None):
+def read_host(host, backend, rpm_ostree_executable=None, bootc_executable=None, architecture=True):
     """The host's deployments, read with ``backend`` (``auto``: bootc when it booted the host).
 
-    An executable given as a path is checked before any tool runs, and named by its option.
+    ``host`` is a ``_host.Host`` (or the AnsibleModule of a module on the host). An executable
+    given as a path is checked before any tool runs, and named by its option. Without
+    ``architecture``, the host's architecture is not read (one command less on a host reached
+    over a connection).
     """
+    host = as_host(host)
     if rpm_ostree_executable:
-        find_executable(module, rpm_ostree_executable, "rpm-ostree", "rpm_ostree_executable")
+        find_executable(host, rpm_ostree_executable, "rpm-ostree", "rpm_ostree_executable")
     if bootc_executable or backend == "bootc":
-        find_executable(module, bootc_executable, "bootc", "bootc_executable")
-    elif backend == "auto" and not module.get_bin_path("bootc", required=False):
+        find_executable(host, bootc_executable, "bootc", "bootc_executable")
+    elif backend == "auto" and not host.which("bootc"):
         backend = "rpm-ostree"
     if backend != "rpm-ostree":
-        facts = read_bootc(module, bootc_executable, required=backend == "bootc")
+        facts = read_bootc(host, bootc_executable, required=backend == "bootc", architecture=architecture)
         if facts is not None:
             return facts
-    return read_rpm_ostree(module, rpm_ostree_executable)
+    return read_rpm_ostree(host, rpm_ostree_executable, architecture=architecture)

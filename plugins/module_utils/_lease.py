@@ -10,10 +10,12 @@
 A small JSON record on the host (default ``/var/lib/fleetos/rollout-lease.json``)
 names the rollout that holds the host (its id, the controller process that runs it,
 when it started, when it last renewed the lease, how long the lease lasts) and how
-far that rollout got with the host (``phase``, ``target_digest``). The record is read
-and replaced under an exclusive ``flock`` of a sibling lock file, and written
-atomically (a temporary file, fsync, rename), so two rollouts that take the lease at
-once see one winner, and a killed controller leaves a whole record behind.
+far that rollout got with the host (``phase``, ``target_digest``). The record is read,
+decided on, and replaced only if it still holds what was read, under an exclusive
+``flock`` of a sibling lock file on the host, atomically (a temporary file, sync,
+rename; ``_host.Host.replace_file``), so two rollouts that take the lease at once see
+one winner, and a killed controller leaves a whole record behind. The host is a
+``_host.Host``: an action plugin's connection, so the host needs no Python.
 
 A released lease (the rollout ended) is free for the next rollout, unless that rollout
 changed the host and released it after the new one started (its plan is stale: refused);
@@ -25,22 +27,35 @@ killed rollout rebooted the host and never verified it.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
-import stat
 import time
 
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._origin import _fsync_dir, _unlink_quietly, _write_all
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import read_host
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
 
 DEFAULT_PATH = "/var/lib/fleetos/rollout-lease.json"
 PHASES = ("planned", "rebooting", "activated", "failed", "done")
 # A phase in which the host may have booted the target without being verified.
 UNVERIFIED_PHASES = ("rebooting",)
 VERSION = 1
-_OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+# The options of fleetos.layering.os_rollout_lease.
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["acquired", "released"], default="acquired"),
+    rollout=dict(type="str", required=True),
+    owner=dict(type="dict"),
+    started_at=dict(type="float"),
+    ttl=dict(type="int", default=21600),
+    phase=dict(type="str", choices=list(PHASES)),
+    target_digest=dict(type="str"),
+    break_lease=dict(type="str"),
+    wait=dict(type="int", default=0),
+    deployments=dict(type="str", choices=["auto", "bootc", "rpm-ostree"]),
+    path=dict(type="path", default=DEFAULT_PATH),
+)
 
 
 class LeaseError(FleetosError):
@@ -55,6 +70,19 @@ class LeaseHeldError(FleetosError):
         self.holder = holder
 
 
+def check_arguments(params):
+    """Refuse options that do not fit together, before anything is read or written."""
+    if params["state"] == "acquired":
+        for name in ("owner", "started_at"):
+            if params[name] is None:
+                raise InvalidInputError("%s is required with state=acquired." % name)
+    if params["ttl"] <= 0:
+        raise InvalidInputError("ttl must be a positive number of seconds, got %d." % params["ttl"])
+    if params["wait"] < 0:
+        raise InvalidInputError("wait must not be negative, got %d." % params["wait"])
+    check_path(params["path"])
+
+
 def check_path(path):
     """Refuse a lease path that is not absolute or has control characters."""
     if not isinstance(path, str) or not os.path.isabs(path) or any(ord(c) < 32 or ord(c) == 127 for c in path):
@@ -62,26 +90,21 @@ def check_path(path):
     return path
 
 
-def _regular_or_missing(path, what):
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        raise LeaseError("%s %s is not a regular file: nothing was changed." % (what, path))
-    return st
+def _lock(path):
+    return path + ".lock"
 
 
-def read(path):
-    """The lease record at ``path``, or None when there is none; LeaseError when it does not load."""
-    if _regular_or_missing(path, "path") is None:
+def _host_error(exc):
+    """A HostFileError as the LeaseError of the lease file or its lock."""
+    if exc.refused:
+        return LeaseError("%s: nothing was changed." % exc)
+    return LeaseError("Failed to update the lease file %s: %s." % (exc.path, str(exc).rstrip(".")))
+
+
+def parse(data, path):
+    """The lease record in ``data`` (the file's bytes), or None for no file; LeaseError when it does not load."""
+    if data is None:
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(1024 * 1024)
-    except OSError as exc:
-        raise LeaseError("Failed to read the lease file %s: %s." % (path, exc.strerror or exc))
     try:
         record = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -92,56 +115,24 @@ def read(path):
     return record
 
 
-def _write(path, record):
-    directory = os.path.dirname(path)
-    tmp = os.path.join(directory, ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
+def read(host, path):
+    """(the lease file's bytes, its record) on ``host``; (None, None) when there is none.
+
+    The file and its lock must be regular files (a symlink, a directory or a device is refused)."""
+    try:
+        data = as_host(host).read_file(path, siblings=(_lock(path),))
+    except HostFileError as exc:
+        raise _host_error(exc) from None
+    return data, parse(data, path)
+
+
+def _write(host, path, record, expected):
+    """Replace the lease file with ``record`` if it still holds ``expected``; -> False when it changed meanwhile."""
     data = (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(directory)
-    except OSError as exc:
-        _unlink_quietly(tmp)
-        raise LeaseError("Failed to write the lease file %s: %s." % (path, exc.strerror or exc))
-
-
-class _Locked:
-    """An exclusive flock on ``<path>.lock`` (created 0600, never through a symlink)."""
-
-    def __init__(self, path, create):
-        self.path = path + ".lock"
-        self.create = create
-        self.fd = None
-
-    def __enter__(self):
-        # The lease file first: a lease path that names a device or a directory creates nothing.
-        _regular_or_missing(self.path[:-len(".lock")], "path")
-        directory = os.path.dirname(self.path)
-        if self.create and not os.path.isdir(directory):
-            try:
-                os.makedirs(directory, mode=0o700)
-            except OSError as exc:
-                if exc.errno != errno.EEXIST:
-                    raise LeaseError("Failed to create %s: %s." % (directory, exc.strerror or exc))
-        _regular_or_missing(self.path, "the lock file of path")
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | _OPEN_FLAGS | (os.O_CREAT if self.create else 0), 0o600)
-        except FileNotFoundError:
-            return self
-        except OSError as exc:
-            raise LeaseError("Failed to open %s: %s." % (self.path, exc.strerror or exc))
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.fd is not None:
-            os.close(self.fd)   # also drops the flock
-        return False
+        return as_host(host).replace_file(path, data, expected, mode=0o600, lock=_lock(path))
+    except HostFileError as exc:
+        raise _host_error(exc) from None
 
 
 def expired(record, now):
@@ -181,56 +172,92 @@ def _younger(record, started_at, rollout):
     return theirs > (float(started_at), rollout)
 
 
-def acquire(path, rollout, owner, started_at, ttl, phase=None, target_digest=None, break_lease=None,
+def acquire(host, path, rollout, owner, started_at, ttl, phase=None, target_digest=None, break_lease=None,
             wait=0, check_mode=False, now=time.time, sleep=time.sleep):
-    """Take or renew the lease of ``rollout``; -> (changed, lease, previous).
+    """Take or renew the lease of ``rollout`` on ``host``; -> (changed, lease, previous).
 
     ``previous`` is the record of another rollout this lease replaced (released, or
     broken because ``break_lease`` names it), else None. A lease held by another
     rollout that started after this one is waited for up to ``wait`` seconds (that
     rollout stands back when it sees this one); any other holder raises
-    LeaseHeldError at once.
+    LeaseHeldError at once. The record is read, decided on, and written only if it did not
+    change meanwhile (under the lock, on the host): a rollout that lost that race reads again.
     """
     deadline = now() + max(wait, 0)
     while True:
-        with _Locked(path, create=not check_mode):
-            current = read(path)
-            ours = current is not None and current.get("rollout") == rollout
-            stale_plan = current is not None and not ours and changed_since(current, started_at)
-            free = (current is None or ours or break_lease == current.get("rollout")
-                    or (current.get("released") and not stale_plan))
-            if free:
-                lease = dict(current) if ours else {
-                    "version": VERSION, "rollout": rollout, "owner": owner, "started_at": started_at,
-                    "acquired_at": now(), "phase": "planned", "target_digest": None,
-                }
-                lease.update(renewed_at=now(), ttl=ttl, released=False, released_at=None)
-                if phase is not None:
-                    lease["phase"] = phase
-                if target_digest is not None:
-                    lease["target_digest"] = target_digest
-                if not check_mode:
-                    _write(path, lease)
-                return True, lease, None if ours else current
-            if stale_plan:
-                raise LeaseHeldError("The host was changed by %s after this rollout started: nothing was changed; "
-                                     "run the rollout again to plan from the host's new state." % _describe(current, now()),
-                                     current)
-            if not (_younger(current, started_at, rollout) and now() < deadline):
-                raise LeaseHeldError("The host is leased by %s: nothing was changed; name that rollout in "
-                                     "break_lease if it is gone." % _describe(current, now()), current)
+        data, current = read(host, path)
+        ours = current is not None and current.get("rollout") == rollout
+        stale_plan = current is not None and not ours and changed_since(current, started_at)
+        free = (current is None or ours or break_lease == current.get("rollout")
+                or (current.get("released") and not stale_plan))
+        if free:
+            lease = dict(current) if ours else {
+                "version": VERSION, "rollout": rollout, "owner": owner, "started_at": started_at,
+                "acquired_at": now(), "phase": "planned", "target_digest": None,
+            }
+            lease.update(renewed_at=now(), ttl=ttl, released=False, released_at=None)
+            if phase is not None:
+                lease["phase"] = phase
+            if target_digest is not None:
+                lease["target_digest"] = target_digest
+            if not check_mode and not _write(host, path, lease, data):
+                continue
+            return True, lease, None if ours else current
+        if stale_plan:
+            raise LeaseHeldError("The host was changed by %s after this rollout started: nothing was changed; "
+                                 "run the rollout again to plan from the host's new state." % _describe(current, now()),
+                                 current)
+        if not (_younger(current, started_at, rollout) and now() < deadline):
+            raise LeaseHeldError("The host is leased by %s: nothing was changed; name that rollout in "
+                                 "break_lease if it is gone." % _describe(current, now()), current)
         sleep(1)
 
 
-def release(path, rollout, phase=None, check_mode=False, now=time.time):
-    """Release the lease of ``rollout`` (a no-op for another rollout's); -> (changed, lease)."""
-    with _Locked(path, create=False):
-        current = read(path)
+def release(host, path, rollout, phase=None, check_mode=False, now=time.time):
+    """Release the lease of ``rollout`` on ``host`` (a no-op for another rollout's); -> (changed, lease)."""
+    while True:
+        data, current = read(host, path)
         if current is None or current.get("rollout") != rollout or current.get("released"):
             return False, current
         lease = dict(current, released=True, released_at=now())
         if phase is not None:
             lease["phase"] = phase
-        if not check_mode:
-            _write(path, lease)
-        return True, lease
+        if check_mode or _write(host, path, lease, data):
+            return True, lease
+
+
+def task_result(host, params, check_mode):
+    """The result of an os_rollout_lease task with ``params`` (its options, defaults filled) on ``host``.
+
+    A refused lease fails with the holder in ``holder`` (and, with ``deployments``, the host's
+    deployments all the same); any other failure with ``acquired`` false and nothing else.
+    """
+    refused = None
+    try:
+        check_arguments(params)
+        if params["state"] == "acquired":
+            try:
+                changed, lease, previous = acquire(
+                    host, params["path"], params["rollout"], params["owner"], params["started_at"], params["ttl"],
+                    phase=params["phase"], target_digest=params["target_digest"], break_lease=params["break_lease"],
+                    wait=params["wait"], check_mode=check_mode)
+            except LeaseHeldError as exc:
+                refused, changed, lease, previous = exc, False, exc.holder, None
+        else:
+            changed, lease = release(host, params["path"], params["rollout"], phase=params["phase"],
+                                     check_mode=check_mode)
+            previous = None
+    except FleetosError as exc:
+        return dict(exc.details, failed=True, msg=sentence(exc.msg), acquired=False, holder=None, lease=None,
+                    previous=None, deployments=None)
+    acquired = refused is None and bool(lease) and lease.get("rollout") == params["rollout"] and not lease.get("released")
+    result = dict(changed=changed, acquired=acquired, lease=lease, previous=previous,
+                  holder=refused.holder if refused else None, deployments=None)
+    if params["deployments"]:
+        try:
+            result["deployments"] = read_host(host, params["deployments"])
+        except FleetosError as exc:
+            return dict(result, failed=True, msg=sentence(exc.msg), **exc.details)
+    if refused is not None:
+        result.update(failed=True, msg=refused.msg)
+    return result

@@ -24,6 +24,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     TransactionBusyError,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
 
 EXIT_UNCHANGED = 77
 BUSY_MARKER = "Transaction in progress"
@@ -198,11 +199,11 @@ RPM_OSTREE_ARGS = dict(
 
 
 class RpmOstreeClient:
-    """Runs rpm-ostree through an AnsibleModule: argv lists, LC_ALL=C, no expansion."""
+    """Runs rpm-ostree on a host (``_host.Host``, or a module's AnsibleModule): argv lists, LC_ALL=C, no expansion."""
 
-    def __init__(self, module, executable=None, retries=0, retry_delay=5, sleep=None):
-        self.module = module
-        self.binary = find_executable(module, executable, "rpm-ostree", "executable")
+    def __init__(self, host, executable=None, retries=0, retry_delay=5, sleep=None):
+        self.host = as_host(host)
+        self.binary = find_executable(self.host, executable, "rpm-ostree", "executable")
         self.retries = max(0, int(retries or 0))
         self.retry_delay = max(0, int(retry_delay or 0))
         self._sleep = sleep or time.sleep
@@ -216,7 +217,7 @@ class RpmOstreeClient:
         action = action or "run rpm-ostree %s" % args[0]
         argv = [self.binary] + list(args)
         try:
-            return run_command(self.module, argv, action, ok_rcs=ok_rcs)
+            return run_command(self.host, argv, action, ok_rcs=ok_rcs)
         except CommandError as exc:
             details = exc.details
             if not _is_busy(details["stdout"], details["stderr"]):

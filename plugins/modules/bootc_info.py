@@ -32,7 +32,7 @@ extends_documentation_fragment:
   - fleetos.layering.executables.bootc
 options: {}
 requirements:
-  - bootc on the managed host
+  - bootc and a POSIX shell on the managed host (no Python)
 seealso:
   - module: fleetos.layering.bootc_switch
   - module: fleetos.layering.rpm_ostree_info
@@ -41,6 +41,9 @@ seealso:
     link: https://bootc-dev.github.io/bootc/man/bootc-status.8.html
 notes:
   - Never changes the host.
+  - Implemented as an action plugin, it runs C(bootc status --format=json) (and C(uname -m) when
+    bootc reports no architecture) on the host over the connection and parses the output on the
+    controller, so the host needs no Python interpreter, only bootc and a POSIX shell.
 """
 
 EXAMPLES = r"""
@@ -287,31 +290,3 @@ architecture:
   type: str
   sample: amd64
 """
-
-import os
-import traceback
-
-from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BOOTC_ARGS, BootcClient
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
-from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
-
-
-def main():
-    module = checked_module(
-        dict(BOOTC_ARGS),
-        supports_check_mode=True,
-    )
-    try:
-        status = BootcClient(module, executable=module.params["executable"]).status()
-    except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), **exc.details)
-    except Exception as exc:
-        module.fail_json(msg=sentence("Failed to read the bootc status: %s" % exc), exception=traceback.format_exc())
-    booted = status["booted"] or {}
-    architecture = booted.get("architecture") or oci_architecture(os.uname().machine)
-    module.exit_json(changed=False, architecture=architecture, **status)
-
-
-if __name__ == "__main__":
-    main()

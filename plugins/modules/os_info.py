@@ -45,12 +45,15 @@ options:
       - Path of the C(bootc) binary. By default it is searched for in E(PATH).
     type: path
 requirements:
-  - bootc or rpm-ostree on the managed host
+  - bootc or rpm-ostree, and a POSIX shell, on the managed host (no Python)
 seealso:
   - module: fleetos.layering.bootc_info
   - module: fleetos.layering.rpm_ostree_info
 notes:
   - Never changes the host.
+  - Implemented as an action plugin, it runs C(bootc status) or C(rpm-ostree status --json) and
+    C(uname -m) on the host over the connection and parses the output on the controller, so the
+    host needs no Python interpreter, only bootc or rpm-ostree and a POSIX shell.
 """
 
 EXAMPLES = r"""
@@ -121,33 +124,3 @@ architecture:
   type: str
   sample: amd64
 """
-
-import traceback
-
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_host
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
-
-
-def main():
-    module = checked_module(
-        dict(
-            backend=dict(type="str", choices=list(BACKENDS), default="auto"),
-            rpm_ostree_executable=dict(type="path"),
-            bootc_executable=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    try:
-        facts = read_host(module, params["backend"], params["rpm_ostree_executable"], params["bootc_executable"])
-    except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), **exc.details)
-    except Exception as exc:
-        module.fail_json(msg=sentence("Failed to read the deployments of the host: %s" % exc),
-                         exception=traceback.format_exc())
-    module.exit_json(changed=False, **facts)
-
-
-if __name__ == "__main__":
-    main()

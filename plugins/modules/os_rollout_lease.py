@@ -109,6 +109,10 @@ options:
     default: /var/lib/fleetos/rollout-lease.json
 notes:
   - The lease file and the lock file must be regular files; a symlink is refused.
+  - Implemented as an action plugin, it reads the lease file with C(cat), decides on the
+    controller, and replaces the file with a small POSIX shell script under C(flock) (util-linux)
+    only if it still holds what was read, so the host needs no Python interpreter, only a POSIX
+    shell, coreutils and C(flock); with O(deployments), as M(fleetos.layering.os_info) reads them.
 seealso:
   - module: fleetos.layering.rpm_ostree_rebase
 """
@@ -186,82 +190,3 @@ holder:
     owner: {controller: ctl2.example.com, user: ops, pid: 1717}
     phase: planned
 """
-
-import traceback
-
-from ansible_collections.fleetos.layering.plugins.module_utils import _lease
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_host
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
-
-
-def _check(module):
-    params = module.params
-    if params["state"] == "acquired":
-        for name in ("owner", "started_at"):
-            if params[name] is None:
-                raise InvalidInputError("%s is required with state=acquired." % name)
-    if params["ttl"] <= 0:
-        raise InvalidInputError("ttl must be a positive number of seconds, got %d." % params["ttl"])
-    if params["wait"] < 0:
-        raise InvalidInputError("wait must not be negative, got %d." % params["wait"])
-    _lease.check_path(params["path"])
-
-
-def main():
-    module = checked_module(
-        dict(
-            state=dict(type="str", choices=["acquired", "released"], default="acquired"),
-            rollout=dict(type="str", required=True),
-            owner=dict(type="dict"),
-            started_at=dict(type="float"),
-            ttl=dict(type="int", default=21600),
-            phase=dict(type="str", choices=list(_lease.PHASES)),
-            target_digest=dict(type="str"),
-            break_lease=dict(type="str"),
-            wait=dict(type="int", default=0),
-            deployments=dict(type="str", choices=list(BACKENDS)),
-            path=dict(type="path", default=_lease.DEFAULT_PATH),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    refused = None
-    try:
-        _check(module)
-        if params["state"] == "acquired":
-            try:
-                changed, lease, previous = _lease.acquire(
-                    params["path"], params["rollout"], params["owner"], params["started_at"], params["ttl"],
-                    phase=params["phase"], target_digest=params["target_digest"], break_lease=params["break_lease"],
-                    wait=params["wait"], check_mode=module.check_mode)
-            except _lease.LeaseHeldError as exc:
-                refused, changed, lease, previous = exc, False, exc.holder, None
-        else:
-            changed, lease = _lease.release(params["path"], params["rollout"], phase=params["phase"],
-                                            check_mode=module.check_mode)
-            previous = None
-    except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), acquired=False, holder=None, lease=None, previous=None, deployments=None,
-                         **exc.details)
-    except Exception as exc:
-        module.fail_json(msg=sentence("Failed to update the rollout lease %s: %s" % (params["path"], exc)),
-                         exception=traceback.format_exc())
-    acquired = refused is None and bool(lease) and lease.get("rollout") == params["rollout"] and not lease.get("released")
-    result = dict(changed=changed, acquired=acquired, lease=lease, previous=previous,
-                  holder=refused.holder if refused else None, deployments=None)
-    if params["deployments"]:
-        try:
-            result["deployments"] = read_host(module, params["deployments"])
-        except FleetosError as exc:
-            module.fail_json(msg=sentence(exc.msg), **dict(result, **exc.details))
-        except Exception as exc:
-            module.fail_json(msg=sentence("Failed to read the deployments of the host: %s" % exc),
-                             exception=traceback.format_exc(), **result)
-    if refused is not None:
-        module.fail_json(msg=refused.msg, **result)
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

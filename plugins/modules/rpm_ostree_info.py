@@ -33,7 +33,7 @@ extends_documentation_fragment:
   - fleetos.layering.executables.rpm_ostree
 options: {}
 requirements:
-  - rpm-ostree on the managed host
+  - rpm-ostree and a POSIX shell on the managed host (no Python)
 seealso:
   - module: fleetos.layering.rpm_ostree_rebase
   - name: rpm-ostree status
@@ -41,6 +41,9 @@ seealso:
     link: https://coreos.github.io/rpm-ostree/
 notes:
   - Never changes the host.
+  - Implemented as an action plugin, it runs C(rpm-ostree status --json) and C(uname -m) on the
+    host over the connection and parses the output on the controller, so the host needs no
+    Python interpreter, only rpm-ostree and a POSIX shell.
 """
 
 EXAMPLES = r"""
@@ -250,30 +253,3 @@ architecture:
   type: str
   sample: amd64
 """
-
-import os
-import traceback
-
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
-from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS, RpmOstreeClient
-
-
-def main():
-    module = checked_module(
-        dict(RPM_OSTREE_ARGS),
-        supports_check_mode=True,
-    )
-    try:
-        client = RpmOstreeClient(module, executable=module.params["executable"])
-        status = client.status()
-    except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), **exc.details)
-    except Exception as exc:
-        module.fail_json(msg=sentence("Failed to read the rpm-ostree status: %s" % exc), exception=traceback.format_exc())
-    module.exit_json(changed=False, architecture=oci_architecture(os.uname().machine), **status)
-
-
-if __name__ == "__main__":
-    main()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import tempfile
 
@@ -36,23 +37,35 @@ class World:
         self.answers = list(answers)
         self.calls = []
         self.reads = []
-        # What rpm-ostree status --json prints on the host (a document), or a result dict with rc.
+        # What rpm-ostree status --json and bootc status print on the host (documents), or a result dict with rc.
         self.rpm_ostree = None
+        self.bootc = None
 
     def sleep(self, seconds):
         self.sleeps.append(seconds)
         self.now += seconds
 
-    def command(self, cmd, sudoable=True):
-        self.reads.append((cmd, sudoable))
-        if isinstance(self.rpm_ostree, dict) and "rc" in self.rpm_ostree:
-            return self.rpm_ostree
-        return {"rc": 0, "stdout": json.dumps(self.rpm_ostree), "stderr": ""}
+    def command(self, cmd, sudoable=True, **kwargs):
+        cmd = plain(cmd)
+        self.reads.append(cmd)
+        answer = self.bootc if cmd.startswith("bootc ") else self.rpm_ostree
+        if isinstance(answer, dict) and "rc" in answer:
+            return answer
+        return {"rc": 0, "stdout": json.dumps(answer), "stderr": ""}
 
     def module(self, module_name, module_args, task_vars):
         self.calls.append((module_name, module_args["url"], module_args["body"]["client_params"]))
         status = self.answers.pop(0) if self.answers else 200
         return {"status": status, "failed": status != 200}
+
+
+def plain(line):
+    """A command line of the plugin's host (LC_ALL=C and the argv, each word quoted) as its words joined by
+    spaces: what a test compares."""
+    words = shlex.split(line)
+    if words and words[0] == "LC_ALL=C":
+        words = words[1:]
+    return " ".join(words)
 
 
 def run(world, host="n1", controller=None, **args):
@@ -61,6 +74,10 @@ def run(world, host="n1", controller=None, **args):
     action._sleep = world.sleep
     action._execute_module = world.module
     action._low_level_execute_command = world.command
+    # The lease write's options, as the os_rollout_lease task would get them (tests/unit/plugins/action/
+    # test_os_rollout_lease.py runs that task itself).
+    action._lease_task = lambda options: world.module("fleetos.layering.os_rollout_lease", options,
+                                                      {"inventory_hostname": host})
     if controller:
         action._controller = controller
     return action.run(task_vars={"inventory_hostname": host})
@@ -131,8 +148,15 @@ def test_bad_input_is_one_sentence():
     assert result["failed"] and result["msg"] == "The budget slot operation open failed: pool a of host n1 has no budget."
 
 
-def _status(digest):
-    return {"booted": {"checksum": "c" * 64, "image": {"digest": digest}}, "staged": None, "rollback": None}
+def _bootc_doc(booted=None, staged=None, rollback=None):
+    """bootc status --format=json of a host with deployments on these digests."""
+    def entry(digest):
+        return {"image": {"image": {"image": "reg.example/os@" + digest, "transport": "registry"},
+                          "imageDigest": digest, "version": "1"},
+                "pinned": False, "incompatible": False, "ostree": {"checksum": digest[7:], "deploySerial": 0}}
+    return {"apiVersion": "org.containers.bootc/v1", "kind": "BootcHost", "metadata": {"name": "host"},
+            "spec": {"image": None}, "status": {role: entry(digest) if digest else None for role, digest in
+                                                (("booted", booted), ("staged", staged), ("rollback", rollback))}}
 
 
 def _rpm_ostree_doc(booted=None, staged=None, rollback=None):
@@ -154,11 +178,7 @@ def _granted(world, digest):
     run(world, "n1", op="event", book=book, event="reboot_start")
     world.reads = []
     world.rpm_ostree = _rpm_ostree_doc(booted=digest)
-
-    def module(module_name, module_args, task_vars):
-        world.reads.append((module_name, module_args))
-        return _status(digest)
-    world.module = module
+    world.bootc = _bootc_doc(booted=digest)
     return book
 
 
@@ -168,7 +188,7 @@ def test_booted_reads_the_host_and_moves_to_health_on_the_target():
     world.now += 12
     result = run(world, "n1", op="booted", book=book, backend="bootc", reboot={"changed": True})
     record = result["ansible_facts"]["os_activate_result"]
-    assert not result.get("failed") and world.reads == [("fleetos.layering.os_info", {"backend": "bootc"})]
+    assert not result.get("failed") and world.reads == ["bootc status --format=json"]
     assert record["phase"] == "health" and record["booted_digest"] == T and record["reboot_end"] == 1012.0
     assert result["booted"]["image"]["digest"] == T
 
@@ -178,7 +198,7 @@ def test_booted_on_another_digest_fails_in_the_verify_phase():
     other = "sha256:" + "9" * 64
     book = _granted(world, other)
     result = run(world, "n1", op="booted", book=book, reboot={"changed": True})
-    assert world.reads == [("rpm-ostree status --json", False)]
+    assert world.reads == ["rpm-ostree status --json"]
     assert result["failed"] and result["msg"] == "n1 booted %s, not %s" % (other, T)
     failed = run(world, "n1", op="fail", book=book, task="Read and verify the booted deployment", result=result)
     record = failed["ansible_facts"]["os_activate_result"]
@@ -213,20 +233,17 @@ def test_a_worker_whose_controller_is_gone_stops_waiting_and_takes_no_fleetlock_
 
 def _holding(world, mode="finalize", lease_answer=None, **digests):
     """n1 holds the slot in ``mode``; the host's deployments are on ``digests`` (booted, staged,
-    rollback), as os_info (bootc) and rpm-ostree status --json tell them; os_rollout_lease answers
+    rollback), as bootc status and rpm-ostree status --json tell them; os_rollout_lease answers
     ``lease_answer``."""
     book = open_book(world)
     assert run(world, "n1", op="acquire", book=book, target_digest=T, old_digest="sha256:" + "a" * 64, mode=mode)["granted"]
     world.reads = []
     world.rpm_ostree = _rpm_ostree_doc(**digests)
-    status = {role: ({"checksum": "d" * 64, "image": {"digest": digests[role]}} if digests.get(role) else None)
-              for role in ("booted", "staged", "rollback")}
+    world.bootc = _bootc_doc(**digests)
 
     def module(module_name, module_args, task_vars):
         world.reads.append((module_name, module_args))
-        if module_name == "fleetos.layering.os_rollout_lease":
-            return lease_answer or {"acquired": True}
-        return status
+        return lease_answer or {"acquired": True}
     world.module = module
     return book
 
@@ -248,13 +265,10 @@ def test_prepare_reads_the_host_and_checks_what_the_mode_needs(backend, mode, di
     world = World()
     book = _holding(world, mode, **digests)
     result = run(world, "n1", op="prepare", book=book, backend=backend)
-    if backend == "rpm-ostree":
-        # A plain command, without become (no terminal to mix its errors into the JSON), parsed here.
-        assert world.reads == [("rpm-ostree status --json", False)]
-        assert result["status"]["backend"] == "rpm-ostree"
-        assert result["status"]["booted"]["image"]["digest"] == digests["booted"]
-    else:
-        assert world.reads == [("fleetos.layering.os_info", {"backend": "bootc"})]
+    # The backend's status command on the host, parsed here: one command, no Python on the host.
+    assert world.reads == (["rpm-ostree status --json"] if backend == "rpm-ostree" else ["bootc status --format=json"])
+    assert result["status"]["backend"] == backend
+    assert result["status"]["booted"]["image"]["digest"] == digests["booted"]
     assert result.get("failed", False) is bool(problem) and result.get("msg") == problem
     if problem:
         failed = run(world, "n1", op="fail", book=book, task="Read and check the deployments before the reboot", result=result)
@@ -275,17 +289,20 @@ def test_prepare_for_a_rollback_lets_only_bootc_keep_a_staged_deployment(backend
 
 
 @pytest.mark.parametrize("answer, backend, message", [
-    ({"rc": 1, "stdout": "", "stderr": "error: Could not connect\nto rpm-ostreed\n"}, "rpm-ostree",
-     "rpm-ostree status --json exited with 1: to rpm-ostreed"),
+    ({"rc": 1, "stdout": "", "stderr": "error: Could not connect to rpm-ostreed\n"}, "rpm-ostree",
+     "Failed to run rpm-ostree status: Could not connect to rpm-ostreed."),
     ({"rc": 0, "stdout": "not json", "stderr": ""}, "rpm-ostree",
-     "Failed to parse rpm-ostree status: the output is not JSON (Expecting value: line 1 column 1 (char 0))."),
-    ({"failed": True, "msg": "bootc\n status failed"}, "bootc", "bootc status failed"),
+     "Failed to parse the output of rpm-ostree status --json: Expecting value: line 1 column 1 (char 0)."),
+    ({"rc": 1, "stdout": "", "stderr": "error: Status: opening sysroot: Permission denied\n"}, "bootc",
+     "Failed to read the bootc status: Status: opening sysroot: Permission denied."),
+    ({"rc": 127, "stdout": "", "stderr": "sh: 1: bootc: not found\n"}, "bootc",
+     "Failed to read the bootc status: the host has no 'bootc' command in its PATH (exit status 127): install it or "
+     "give the path of the executable."),
 ])
 def test_prepare_that_cannot_read_the_host_fails_naming_it(answer, backend, message):
     world = World()
     book = _holding(world, booted=OLD, staged=T)
-    world.rpm_ostree = answer
-    world.module = lambda module_name, module_args, task_vars: answer
+    world.rpm_ostree = world.bootc = answer
     result = run(world, "n1", op="prepare", book=book, backend=backend)
     assert result["failed"] and result["msg"] == "Reading the deployments of n1 before the reboot failed: " + message
 
@@ -405,7 +422,8 @@ class RebootingHost:
         self.rebooted = False
         self.commands = []
 
-    def command(self, cmd, sudoable=True):
+    def command(self, cmd, sudoable=True, **kwargs):
+        cmd = plain(cmd) if cmd.startswith("LC_ALL=C ") else cmd
         self.commands.append(cmd)
         if cmd == FINALIZE:
             self.rebooted = self.reboot_rc == 0

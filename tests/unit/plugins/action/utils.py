@@ -21,3 +21,73 @@ def new_action(plugin_module, args, check_mode=False, connection=None):
         connection = MagicMock()
     connection._shell.tmpdir = None
     return plugin_module.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+
+
+def fake_host(monkeypatch):
+    """Fake the connection of the collection's host-side action plugins (plugin_utils/_remote.py).
+
+    Each shell line an action sends is split back into its words as a POSIX shell would
+    (shlex), so a test sees the exact argv the host runs. ``state["calls"]`` records
+    ``(argv, {"env": {...}, "data": stdin})`` of every command but the plugin's own look-ups
+    (``command -v``, ``uname -m``, ``test``: their argv in ``state["lookups"]``), which are
+    answered from ``state["which"]``
+    (name -> path; a name not there is found at /usr/bin/NAME unless its path is None),
+    ``state["machine"]`` and ``test`` run here. The file scripts of ``_host`` (read, replace, place,
+    restore) run for real here too, on the test's own files (their arguments in ``state["files"]``).
+    ``state["results"]`` holds the
+    ``(rc, stdout, stderr)`` of the other commands, in order; ``state["hooks"]`` maps argv[1]
+    to a callable run first, as for the modules' fake.
+    """
+    import shlex
+
+    from ansible.plugins.action import ActionBase
+
+    from ansible_collections.fleetos.layering.plugins.module_utils import _host
+
+    state = {"calls": [], "results": [], "hooks": {}, "which": {}, "machine": "x86_64", "lines": [], "lookups": [],
+             "files": []}
+
+    def execute(self, cmd, sudoable=True, in_data=None, executable=None, encoding_errors=None, chdir=None):
+        state["lines"].append(cmd)
+        words = shlex.split(cmd)
+        env = {}
+        while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+            key, value = words.pop(0).split("=", 1)
+            env[key] = value
+        if words[:3] == ["sh", "-c", 'command -v -- "$1"'] or words == ["uname", "-m"] or words[:1] == ["test"]:
+            state["lookups"].append(words)
+        if words[:3] == ["sh", "-c", 'command -v -- "$1"']:
+            path = state["which"].get(words[4], "/usr/bin/" + words[4])
+            return {"rc": 0 if path else 1, "stdout": (path + "\n") if path else "", "stderr": ""}
+        if words == ["uname", "-m"]:
+            return {"rc": 0, "stdout": state["machine"] + "\n", "stderr": ""}
+        if words[:1] == ["test"] or (words[:2] == ["sh", "-c"] and words[2] in (
+                _host.READ_SCRIPT, _host.REPLACE_SCRIPT, _host.PLACE_SCRIPT, _host.RESTORE_SCRIPT)):
+            # test(1) and the file scripts run for real, on the test's own files.
+            import subprocess
+            if words[0] != "test":
+                state["files"].append(words[4:])
+            proc = subprocess.run(words, input=in_data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+            return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "surrogateescape"),
+                    "stderr": proc.stderr.decode("utf-8", "replace")}
+        state["calls"].append((words, {"env": env, "data": in_data}))
+        hook = state["hooks"].get(words[1]) if len(words) > 1 else None
+        if hook:
+            hook(words)
+        rc, out, err = state["results"].pop(0)
+        return {"rc": rc, "stdout": out, "stderr": err}
+
+    monkeypatch.setattr(ActionBase, "_low_level_execute_command", execute)
+    return state
+
+
+def run_action(plugin_module, args, failed=False, check_mode=False):
+    """Run ``plugin_module``'s action with ``args`` on a faked host (see fake_host); -> its result.
+
+    The result must be failed (``failed=True``) or not, as the caller expects (``failed=None``: either)."""
+    connection = MagicMock()
+    connection.transport = "ssh"
+    action = new_action(plugin_module, dict(args), check_mode=check_mode, connection=connection)
+    result = action.run(task_vars={})
+    assert failed is None or bool(result.get("failed")) is failed, result
+    return result

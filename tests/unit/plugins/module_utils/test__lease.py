@@ -1,7 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_lease: the rollout lease file, taken, renewed, refused, broken and released."""
+"""_lease: the rollout lease file, taken, renewed, refused, broken and released: its host-side scripts
+run for real on this machine (LocalHost), on the test's own files."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import threading
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _lease
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
+
+HOST = LocalHost()
 
 OWNER_A = {"controller": "ctl-a", "user": "ops", "pid": 11, "start": "100"}
 OWNER_B = {"controller": "ctl-b", "user": "dev", "pid": 22, "start": "200"}
@@ -36,7 +40,7 @@ def path(tmp_path):
 def _take(path, rollout, owner=None, started=900.0, clock=None, **kwargs):
     clock = clock or Clock()
     owner = owner or OWNER_A
-    return _lease.acquire(path, rollout, owner, started, 60, now=clock, sleep=clock.sleep, **kwargs)
+    return _lease.acquire(HOST, path, rollout, owner, started, 60, now=clock, sleep=clock.sleep, **kwargs)
 
 
 def test_first_lease_creates_the_directory_and_a_private_file(path):
@@ -86,18 +90,18 @@ def test_a_younger_holder_that_releases_lets_the_older_rollout_in(path):
 
     def sleep(seconds):
         clock.t += seconds
-        _lease.release(path, "young")
+        _lease.release(HOST, path, "young")
 
-    changed, lease, previous = _lease.acquire(path, "old", OWNER_B, 900.0, 60, wait=10, now=clock, sleep=sleep)
+    changed, lease, previous = _lease.acquire(HOST, path, "old", OWNER_B, 900.0, 60, wait=10, now=clock, sleep=sleep)
     assert changed
     assert lease["rollout"] == "old" and previous["rollout"] == "young" and previous["released"]
 
 
 def test_release_frees_the_lease_and_the_next_rollout_sees_it_as_previous(path):
     _take(path, "r1", phase="rebooting", target_digest="sha256:" + "b" * 64)
-    changed, lease = _lease.release(path, "r1", phase="done", now=lambda: 950.0)
+    changed, lease = _lease.release(HOST, path, "r1", phase="done", now=lambda: 950.0)
     assert changed and lease["released"] and lease["phase"] == "done"
-    assert _lease.release(path, "r1") == (False, lease)
+    assert _lease.release(HOST, path, "r1") == (False, lease)
     changed, lease2, previous = _take(path, "r2", owner=OWNER_B, started=960.0)
     assert changed
     assert previous == lease and lease2["phase"] == "planned" and lease2["target_digest"] is None
@@ -106,7 +110,7 @@ def test_release_frees_the_lease_and_the_next_rollout_sees_it_as_previous(path):
 def test_release_leaves_another_rollouts_lease_alone(path):
     _take(path, "r1")
     before = open(path, "rb").read()
-    assert _lease.release(path, "r2")[0] is False
+    assert _lease.release(HOST, path, "r2")[0] is False
     assert open(path, "rb").read() == before
 
 
@@ -158,7 +162,7 @@ def test_two_rollouts_at_once_get_one_winner(path):
 
     def take(rollout):
         try:
-            outcomes.append(("won", _lease.acquire(path, rollout, OWNER_A, 900.0, 60)[1]["rollout"]))
+            outcomes.append(("won", _lease.acquire(HOST, path, rollout, OWNER_A, 900.0, 60)[1]["rollout"]))
         except _lease.LeaseHeldError as exc:
             outcomes.append(("refused", exc.holder["rollout"]))
 
@@ -170,7 +174,7 @@ def test_two_rollouts_at_once_get_one_winner(path):
     winners = [name for kind, name in outcomes if kind == "won"]
     assert len(winners) == 1
     assert all(name == winners[0] for kind, name in outcomes if kind == "refused")
-    assert _lease.read(path)["rollout"] == winners[0]
+    assert _lease.read(HOST, path)[1]["rollout"] == winners[0]
 
 
 def test_expired():
@@ -187,7 +191,7 @@ def test_check_path(value):
 
 def test_a_rollout_that_changed_the_host_after_this_one_started_makes_its_plan_stale(path):
     _take(path, "young", started=950.0, clock=Clock(960.0))
-    _lease.release(path, "young", phase="done", now=lambda: 990.0)
+    _lease.release(HOST, path, "young", phase="done", now=lambda: 990.0)
     with pytest.raises(_lease.LeaseHeldError) as caught:
         _take(path, "old", owner=OWNER_B, started=900.0)
     assert "was changed by rollout young" in caught.value.msg and caught.value.holder["released"]
@@ -198,7 +202,7 @@ def test_a_rollout_that_changed_the_host_after_this_one_started_makes_its_plan_s
 
 def test_a_rollout_that_stood_back_leaves_the_host_free(path):
     _take(path, "young", started=950.0, clock=Clock(960.0))
-    _lease.release(path, "young", now=lambda: 990.0)          # phase stays planned
+    _lease.release(HOST, path, "young", now=lambda: 990.0)          # phase stays planned
     changed, lease, previous = _take(path, "old", owner=OWNER_B, started=900.0)
     assert changed and previous["rollout"] == "young"
 
@@ -217,3 +221,25 @@ def test_a_lease_path_that_is_a_device_creates_nothing(tmp_path):
         _take(str(device_like), "r1")
     assert "is not a regular file" in caught.value.msg
     assert sorted(os.listdir(str(tmp_path))) == ["fifo"]
+
+
+def test_a_lease_written_between_the_read_and_the_write_is_read_again(path):
+    """The write replaces only what was read: a rollout that lost the race reads the winner's lease."""
+    class Racing(LocalHost):
+        raced = False
+
+        def read_file(self, file, siblings=()):
+            data = super().read_file(file, siblings)
+            if not self.raced:
+                self.raced = True
+                _lease.acquire(HOST, path, "fast", OWNER_B, 800.0, 60)
+            return data
+
+    host = Racing()
+    with pytest.raises(_lease.LeaseHeldError) as caught:
+        _lease.acquire(host, path, "slow", OWNER_A, 900.0, 60)
+    assert caught.value.holder["rollout"] == "fast"
+    assert _lease.read(HOST, path)[1]["rollout"] == "fast"
+    # Two reads and one refused write: the script said the file had changed.
+    assert [argv[4] for argv in host.argvs] == [path, path, path]
+    assert sorted(os.listdir(os.path.dirname(path))) == ["rollout-lease.json", "rollout-lease.json.lock"]

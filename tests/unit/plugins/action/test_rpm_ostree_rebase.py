@@ -1,7 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""rpm_ostree_rebase: main() with arguments, a faked run_command, exact argv, rc -> changed."""
+"""rpm_ostree_rebase: the action plugin with arguments on a faked connection, the exact argv the host runs,
+rc -> changed; the auth file placed and put back by the host-side scripts, run for real on the test's files."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import stat
 
 import pytest
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, ExitJson, FailJson, fake_module
-from ansible_collections.fleetos.layering.plugins.modules import rpm_ostree_rebase
+from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
+from ansible_collections.fleetos.layering.plugins.action import rpm_ostree_rebase
+from ansible_collections.fleetos.layering.plugins.module_utils import _rebase
 
 OLD = "sha256:" + "0a" * 32
 OTHER = "sha256:" + "2c" * 32
@@ -21,10 +23,10 @@ AMD = "sha256:" + "3d" * 32
 ARM = "sha256:" + "4e" * 32
 REGISTRY = "198.51.100.1:5000"
 IMAGE = REGISTRY + "/fleetos/lab-os"
-RPM_OSTREE = "/usr/bin/rpm-ostree"
-SKOPEO = "/usr/bin/skopeo"
-ENV = {"environ_update": {"LC_ALL": "C"}, "expand_user_and_vars": False}
-RAW_ENV = dict(ENV, encoding=None)
+# Found by the host's shell when they run.
+RPM_OSTREE = "rpm-ostree"
+SKOPEO = "skopeo"
+ENV = RAW_ENV = {"env": {"LC_ALL": "C"}, "data": None}
 # The target manifest as the registry serves it; NEW is the sha256 of these bytes.
 MANIFEST = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
                        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
@@ -41,29 +43,31 @@ RESOLVED = (0, MANIFEST, b"")
 BUSY = "error: Transaction in progress: rebase to x\n You can cancel the current transaction with `rpm-ostree cancel`\n"
 
 
+class ExitJson(Exception):
+    """The task's result, when it did not fail; args[0] is the result."""
+
+
+class FailJson(Exception):
+    """The task's result, when it failed; args[0] is the result."""
+
+
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    state = fake_module(monkeypatch)
+    state = fake_host(monkeypatch)
     run_auth = tmp_path / "run" / "ostree" / "auth.json"
     etc_auth = tmp_path / "etc" / "ostree" / "auth.json"
-    monkeypatch.setattr(rpm_ostree_rebase, "RUN_AUTH_FILE", str(run_auth))
-    monkeypatch.setattr(rpm_ostree_rebase, "OSTREE_AUTH_FILES", (str(run_auth), str(etc_auth)))
+    monkeypatch.setattr(_rebase, "RUN_AUTH_FILE", str(run_auth))
+    monkeypatch.setattr(_rebase, "OSTREE_AUTH_FILES", (str(run_auth), str(etc_auth)))
     monkeypatch.setattr("time.sleep", lambda seconds: state.setdefault("sleeps", []).append(seconds))
-    monkeypatch.setattr(os, "uname", type("Uname", (), {"machine": "x86_64"}))
     state["run_auth"] = run_auth
     state["etc_auth"] = etc_auth
     return state
 
 
 def run(args, check_mode=False):
-    if check_mode:
-        args = dict(args, _ansible_check_mode=True)
-    with patch_module_args(args):
-        rpm_ostree_main()
-
-
-def rpm_ostree_main():
-    rpm_ostree_rebase.main()
+    """The action's result, raised as ExitJson or FailJson (as a module's main() would end)."""
+    result = run_action(rpm_ostree_rebase, args, failed=None, check_mode=check_mode)
+    raise (FailJson if result.get("failed") else ExitJson)(result)
 
 
 def dep(checksum, digest, booted=False, staged=False, reference=None):
@@ -403,7 +407,15 @@ RESOLVED_INDEX = (0, INDEX, b"")
 
 
 def machine(monkeypatch, name):
-    monkeypatch.setattr(os, "uname", type("Uname", (), {"machine": name}))
+    """The host's ``uname -m`` (fake_host answers it)."""
+    from ansible.plugins.action import ActionBase
+    execute = ActionBase._low_level_execute_command
+
+    def answer(self, cmd, *args, **kwargs):
+        if cmd == "LC_ALL=C uname -m":
+            return {"rc": 0, "stdout": name + "\n", "stderr": ""}
+        return execute(self, cmd, *args, **kwargs)
+    monkeypatch.setattr(ActionBase, "_low_level_execute_command", answer)
 
 
 @pytest.mark.parametrize("check_mode", [False, True])

@@ -1,36 +1,31 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""os_info: which tool reads the host (backend auto, bootc, rpm-ostree), and one shape from both."""
+"""os_info: which tool reads the host (backend auto, bootc, rpm-ostree), and one shape from both; the
+action plugin on a faked connection."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from ansible.module_utils import basic
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import FailJson, fake_module, run_main
-from ansible_collections.fleetos.layering.plugins.modules import os_info
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
+from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
+from ansible_collections.fleetos.layering.plugins.action import os_info
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import parse
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
-BOOTC = "/usr/bin/bootc"
-RPM_OSTREE = "/usr/bin/rpm-ostree"
+BOOTC = "bootc"  # found by the host's shell when it runs
+RPM_OSTREE = "rpm-ostree"
 DIGEST = "sha256:" + "ab" * 32
 OLD = "sha256:" + "cd" * 32
 NAME = "registry.example.com/os/node"
 
 
-class _Uname:
-    machine = "aarch64"
-
-
 @pytest.fixture
 def fake(monkeypatch):
-    state = fake_module(monkeypatch)
-    monkeypatch.setattr(_deployments.os, "uname", _Uname)
+    state = fake_host(monkeypatch)
+    state["machine"] = "aarch64"
     return state
 
 
@@ -57,7 +52,7 @@ def _rpm_ostree(reference, digest):
 def test_auto_reads_a_bootc_host_with_bootc(fake):
     fake["results"] = [(0, _bootc(booted=_entry("%s@%s" % (NAME, DIGEST), DIGEST),
                                   staged=_entry(NAME + ":2", OLD, signature="containerPolicy")), "")]
-    result = run_main(os_info.main, {})
+    result = run_action(os_info, {})
     assert [call[0] for call in fake["calls"]] == [[BOOTC, "status", "--format=json"]]
     assert result["backend"] == "bootc" and result["changed"] is False
     booted, staged = result["booted"], result["staged"]
@@ -79,24 +74,23 @@ def test_auto_reads_a_bootc_host_with_bootc(fake):
 ])
 def test_bootc_references_follow_the_origin_bootc_writes(fake, signature, transport, image, expected):
     fake["results"] = [(0, _bootc(booted=_entry(image, DIGEST, signature=signature, transport=transport)), "")]
-    result = run_main(os_info.main, {"backend": "bootc"})
+    result = run_action(os_info, {"backend": "bootc"})
     assert result["booted"]["image"]["reference"] == expected
     assert result["booted"]["image"]["transport"] == expected.split(":", 1)[0]
 
 
 def test_auto_reads_rpm_ostree_where_bootc_did_not_boot_the_host(fake):
     fake["results"] = [(0, _bootc(), ""), (0, _rpm_ostree("ostree-unverified-registry:%s@%s" % (NAME, DIGEST), DIGEST), "")]
-    result = run_main(os_info.main, {})
+    result = run_action(os_info, {})
     assert [call[0][0] for call in fake["calls"]] == [BOOTC, RPM_OSTREE]
     assert result["backend"] == "rpm-ostree"
     assert result["booted"]["image"]["digest"] == DIGEST and result["booted"]["checksum"] == "d" * 64
 
 
-def test_auto_without_bootc_asks_rpm_ostree_only(fake, monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda self, name, required=False: None if name == "bootc" else "/usr/bin/" + name)
+def test_auto_without_bootc_asks_rpm_ostree_only(fake):
+    fake["which"]["bootc"] = None
     fake["results"] = [(0, _rpm_ostree("ostree-unverified-registry:%s@%s" % (NAME, DIGEST), DIGEST), "")]
-    result = run_main(os_info.main, {})
+    result = run_action(os_info, {})
     assert [call[0] for call in fake["calls"]] == [[RPM_OSTREE, "status", "--json"]]
     assert result["backend"] == "rpm-ostree"
 
@@ -104,19 +98,19 @@ def test_auto_without_bootc_asks_rpm_ostree_only(fake, monkeypatch):
 def test_auto_takes_a_failing_bootc_for_a_package_mode_host(fake):
     fake["results"] = [(1, "", "error: Status: not booted via ostree\n"),
                        (0, _rpm_ostree("ostree-unverified-registry:%s@%s" % (NAME, DIGEST), DIGEST), "")]
-    assert run_main(os_info.main, {})["backend"] == "rpm-ostree"
+    assert run_action(os_info, {})["backend"] == "rpm-ostree"
 
 
 def test_backend_bootc_on_a_host_bootc_did_not_boot_fails(fake):
     fake["results"] = [(0, _bootc(), "")]
-    result = run_main(os_info.main, {"backend": "bootc"}, expect=FailJson)
+    result = run_action(os_info, {"backend": "bootc"}, failed=True)
     assert result["msg"] == "Failed to read the host with bootc: bootc did not boot it (status.booted is null)."
     assert len(fake["calls"]) == 1
 
 
 def test_backend_rpm_ostree_never_asks_bootc(fake):
     fake["results"] = [(0, _rpm_ostree("ostree-unverified-registry:%s@%s" % (NAME, DIGEST), DIGEST), "")]
-    assert run_main(os_info.main, {"backend": "rpm-ostree"})["backend"] == "rpm-ostree"
+    assert run_action(os_info, {"backend": "rpm-ostree"})["backend"] == "rpm-ostree"
     assert [call[0][0] for call in fake["calls"]] == [RPM_OSTREE]
 
 
@@ -124,8 +118,8 @@ def test_a_bootc_host_plans_like_an_rpm_ostree_host(fake):
     """The planner gets the same action from both tools' view of the same deployment."""
     fake["results"] = [(0, _bootc(booted=_entry("%s@%s" % (NAME, DIGEST), DIGEST)), ""),
                        (0, _rpm_ostree("ostree-unverified-registry:%s@%s" % (NAME, DIGEST), DIGEST), "")]
-    by_bootc = run_main(os_info.main, {"backend": "bootc"})
-    by_rpm_ostree = run_main(os_info.main, {"backend": "rpm-ostree"})
+    by_bootc = run_action(os_info, {"backend": "bootc"})
+    by_rpm_ostree = run_action(os_info, {"backend": "rpm-ostree"})
     resolutions = {"%s@%s" % (NAME, DIGEST): {"digest": DIGEST, "index": False}}
     plans = [host_plan({"image": "%s@%s" % (NAME, DIGEST)}, "node", resolutions=resolutions, status=status)
              for status in (by_bootc, by_rpm_ostree)]
@@ -135,7 +129,7 @@ def test_a_bootc_host_plans_like_an_rpm_ostree_host(fake):
 
 def test_a_bootc_host_cannot_take_an_ostree_remote_transport(fake):
     fake["results"] = [(0, _bootc(booted=_entry("%s@%s" % (NAME, OLD), OLD)), "")]
-    status = run_main(os_info.main, {})
+    status = run_action(os_info, {})
     resolutions = {"%s@%s" % (NAME, DIGEST): {"digest": DIGEST, "index": False}}
     plan = host_plan({"image": "%s@%s" % (NAME, DIGEST), "transport": "ostree-remote-image:fleet"}, "node",
                      resolutions=resolutions, status=status)
@@ -148,7 +142,7 @@ def test_a_bootc_host_cannot_take_an_ostree_remote_transport(fake):
 
 @pytest.mark.parametrize("option", ["bootc_executable", "rpm_ostree_executable"])
 def test_an_executable_that_is_not_a_file_is_named_by_its_option(fake, tmp_path, option):
-    result = run_main(os_info.main, {option: str(tmp_path)}, expect=FailJson)
+    result = run_action(os_info, {option: str(tmp_path)}, failed=True)
     assert result["msg"].startswith("%s '%s' does not exist or is not an executable file" % (option, tmp_path))
     assert fake["calls"] == []
 
@@ -158,7 +152,7 @@ def test_a_bootc_host_on_a_disk_images_commit_is_staged_not_pinned(fake):
     checksum = "e" * 64
     fake["results"] = [(0, _bootc(booted={"image": None, "pinned": False, "incompatible": False,
                                           "ostree": {"checksum": checksum, "deploySerial": 0}}), "")]
-    status = run_main(os_info.main, {})
+    status = run_action(os_info, {})
     assert status["backend"] == "bootc" and status["booted"]["image"] is None
     image = "%s@%s" % (NAME, DIGEST)
     resolutions = {image: {"digest": DIGEST, "index": False}}

@@ -1,7 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""os_rollout_lease: main() against a lease file in a temporary directory."""
+"""os_rollout_lease: the action plugin against a lease file in a temporary directory (the file scripts run
+for real; rpm-ostree is faked)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import json
 
 import pytest
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import ExitJson, FailJson, fake_module, run_main
-from ansible_collections.fleetos.layering.plugins.modules import os_rollout_lease
+from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
+from ansible_collections.fleetos.layering.plugins.action import os_rollout_lease
 
 OWNER = {"controller": "ctl", "user": "ops", "pid": 4242}
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    return fake_module(monkeypatch)
+    return fake_host(monkeypatch)
 
 
 @pytest.fixture
@@ -25,8 +26,8 @@ def path(tmp_path):
     return str(tmp_path / "fleetos" / "rollout-lease.json")
 
 
-def _run(args, expect=ExitJson, check_mode=False):
-    return run_main(os_rollout_lease.main, args, expect=expect, check_mode=check_mode)
+def _run(args, failed=False, check_mode=False):
+    return run_action(os_rollout_lease, args, failed=failed, check_mode=check_mode)
 
 
 def _acquire(path, rollout="r1", **kwargs):
@@ -46,7 +47,7 @@ def test_acquire_renew_release(fake, path):
 
 def test_refused_names_the_holder(fake, path):
     _run(_acquire(path))
-    result = _run(_acquire(path, rollout="r2", started_at=2000.0), expect=FailJson)
+    result = _run(_acquire(path, rollout="r2", started_at=2000.0), failed=True)
     assert result["acquired"] is False and result["holder"]["rollout"] == "r1"
     assert result["msg"].startswith("The host is leased by rollout r1 (ops@ctl pid 4242")
     assert result["msg"].endswith(".") and len(result["msg"]) < 300
@@ -71,13 +72,13 @@ def test_check_mode_writes_nothing(fake, path, tmp_path):
     (dict(rollout="r1", owner=OWNER, started_at=1.0, wait=-1), "wait must not be negative, got -1."),
 ])
 def test_bad_input_fails_before_anything_is_written(fake, path, tmp_path, args, message):
-    result = _run(dict(args, path=path), expect=FailJson)
+    result = _run(dict(args, path=path), failed=True)
     assert result["msg"] == message
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_relative_path_is_refused(fake):
-    result = _run(dict(rollout="r1", state="released", path="relative/lease.json"), expect=FailJson)
+    result = _run(dict(rollout="r1", state="released", path="relative/lease.json"), failed=True)
     assert result["msg"] == "path must be an absolute path without control characters."
 
 
@@ -92,7 +93,9 @@ def test_deployments_are_read_after_the_lease_is_taken(fake, path):
     fake["results"] = [(0, _status("sha256:" + "a" * 64), "")]
     result = _run(_acquire(path, deployments="rpm-ostree"))
     assert result["acquired"] and json.load(open(path))["rollout"] == "r1"
-    assert [call[0][1:] for call in fake["calls"]] == [["status", "--json"]]
+    assert [call[0] for call in fake["calls"]] == [["rpm-ostree", "status", "--json"]]
+    # The lease was read and written on the host, then the deployments read: no Python there.
+    assert [files[0] for files in fake["files"]] == [path, path]
     assert result["deployments"]["backend"] == "rpm-ostree"
     assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "a" * 64
     assert _run(_acquire(path))["deployments"] is None
@@ -101,7 +104,7 @@ def test_deployments_are_read_after_the_lease_is_taken(fake, path):
 def test_a_refused_lease_still_returns_the_deployments_and_the_holder(fake, path):
     _run(_acquire(path))
     fake["results"] = [(0, _status("sha256:" + "b" * 64), "")]
-    result = _run(_acquire(path, rollout="r2", started_at=2000.0, deployments="rpm-ostree"), expect=FailJson)
+    result = _run(_acquire(path, rollout="r2", started_at=2000.0, deployments="rpm-ostree"), failed=True)
     assert result["acquired"] is False and result["holder"]["rollout"] == "r1"
     assert result["msg"].startswith("The host is leased by rollout r1")
     assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "b" * 64
@@ -109,7 +112,7 @@ def test_a_refused_lease_still_returns_the_deployments_and_the_holder(fake, path
 
 def test_a_failed_read_fails_the_task_and_keeps_the_lease_result(fake, path):
     fake["results"] = [(1, "", "error: cannot connect to the system bus")]
-    result = _run(_acquire(path, deployments="rpm-ostree"), expect=FailJson)
+    result = _run(_acquire(path, deployments="rpm-ostree"), failed=True)
     assert result["acquired"] is True and result["deployments"] is None
     assert "cannot connect to the system bus" in result["msg"]
     assert json.load(open(path))["rollout"] == "r1"

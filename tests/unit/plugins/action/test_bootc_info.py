@@ -1,7 +1,7 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""bootc_info: main() with arguments and a faked run_command, against the real bootc samples.
+"""bootc_info: the action plugin with arguments on a faked connection, against the real bootc samples.
 
 The samples live in ../shared/reference/fixtures (bootc-status__*.json / .yaml); every
 expected value is computed from the sample's own fields here, not copied from it.
@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import FailJson, fake_module, run_main
-from ansible_collections.fleetos.layering.plugins.modules import bootc_info
+from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
+from ansible_collections.fleetos.layering.plugins.action import bootc_info
 
 SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[5] / "shared")))
 FIXTURES = SHARED / "reference" / "fixtures"
 SAMPLES = sorted(p for p in FIXTURES.glob("bootc-status__*") if p.suffix in (".json", ".yaml")
                  and not p.name.endswith(".schema.json")) if FIXTURES.is_dir() else []
 NO_SHARED = "the bootc samples are read from %s, which is absent" % FIXTURES
-BOOTC = "/usr/bin/bootc"
-ENV = {"environ_update": {"LC_ALL": "C"}, "expand_user_and_vars": False}
+BOOTC = "bootc"  # found by the host's shell when it runs
+ENV = {"env": {"LC_ALL": "C"}, "data": None}
 
 
 class _StringTimestamps(yaml.SafeLoader):
@@ -43,15 +43,9 @@ def load_sample(path):
         return yaml.load(handle, Loader=_StringTimestamps)  # noqa: S506 - a SafeLoader subclass
 
 
-class _Uname:
-    machine = "x86_64"
-
-
 @pytest.fixture
 def fake(monkeypatch):
-    state = fake_module(monkeypatch)
-    monkeypatch.setattr(bootc_info.os, "uname", _Uname)
-    return state
+    return fake_host(monkeypatch)
 
 
 def _split(reference):
@@ -103,7 +97,7 @@ def test_reads_every_bootc_sample(fake, path, check_mode):
     sample = load_sample(path)
     status = sample["status"]
     fake["results"] = [(0, json.dumps(sample), "")]
-    result = run_main(bootc_info.main, {}, check_mode=check_mode)
+    result = run_action(bootc_info, {}, check_mode=check_mode)
 
     assert [call[0] for call in fake["calls"]] == [[BOOTC, "status", "--format=json"]]
     assert fake["calls"][0][1] == ENV
@@ -151,7 +145,7 @@ def _host(api_version="org.containers.bootc/v1", **status):
 
 def test_not_a_bootc_host_is_a_result(fake):
     fake["results"] = [(0, _host(booted=None, staged=None, rollback=None, rollbackQueued=False, type=None), "")]
-    result = run_main(bootc_info.main, {})
+    result = run_action(bootc_info, {})
     assert result["is_bootc"] is False
     assert (result["booted"], result["staged"], result["rollback"], result["cached_update"]) == (None,) * 4
     assert result["deployments"] == [] and result["reboot_required"] is False
@@ -161,7 +155,7 @@ def test_not_a_bootc_host_is_a_result(fake):
 def test_older_bootc_without_format_uses_json(fake):
     refused = "error: unexpected argument '--format' found\n\nUsage: bootc status [OPTIONS]\n"
     fake["results"] = [(2, "", refused), (0, _host("org.containers.bootc/v1alpha1", booted=_entry()), "")]
-    result = run_main(bootc_info.main, {})
+    result = run_action(bootc_info, {})
     assert [call[0] for call in fake["calls"]] == [[BOOTC, "status", "--format=json"], [BOOTC, "status", "--json"]]
     assert result["booted"]["image"]["digest"] == DIGEST
 
@@ -172,14 +166,14 @@ def test_older_bootc_without_format_uses_json(fake):
 ])
 def test_unreadable_status_fails_in_one_sentence(fake, output, cause):
     fake["results"] = [(0, output, "")]
-    result = run_main(bootc_info.main, {}, expect=FailJson)
+    result = run_action(bootc_info, {}, failed=True)
     assert result["msg"].startswith("Failed to parse the bootc status: " + cause)
     assert result["msg"].endswith(".") and "\n" not in result["msg"]
 
 
 def test_failing_bootc_names_its_stderr(fake):
     fake["results"] = [(1, "", "error: Status: opening sysroot: Permission denied\n")]
-    result = run_main(bootc_info.main, {}, expect=FailJson)
+    result = run_action(bootc_info, {}, failed=True)
     assert result["msg"] == "Failed to read the bootc status: Status: opening sysroot: Permission denied."
     assert result["cmd"] == [BOOTC, "status", "--format=json"] and result["rc"] == 1
 
@@ -190,7 +184,7 @@ def test_queued_rollback_pinned_reference_and_oci(fake):
                                   "imageDigest": NEWER, "version": "2"})
     rollback = _entry(image="/var/tmp/os-layout:stable", transport="oci", pinned=True)
     fake["results"] = [(0, _host(booted=booted, staged=None, rollback=rollback, rollbackQueued=True), "")]
-    result = run_main(bootc_info.main, {})
+    result = run_action(bootc_info, {})
     # The digest the reference pins decides (an index digest); imageDigest is the manifest digest.
     assert result["booted"]["image"]["digest"] == NEWER
     assert result["booted"]["image"]["manifest_digest"] == DIGEST
@@ -206,5 +200,5 @@ def test_executable_option(fake, tmp_path):
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
     fake["results"] = [(0, _host(booted=_entry()), "")]
-    run_main(bootc_info.main, {"executable": str(binary)})
+    run_action(bootc_info, {"executable": str(binary)})
     assert fake["calls"][0][0] == [str(binary), "status", "--format=json"]

@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Action plugin of fleetos.layering.os_info (documented in plugins/modules/os_info.py): bootc or
+rpm-ostree runs on the host over the connection, module_utils/_deployments.py reads its JSON here."""
+
+from __future__ import annotations
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
+from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+
+
+class ActionModule(HostStep):
+    ARGUMENT_SPEC = _deployments.OS_INFO_ARGS
+    WHAT = "read the deployments of the host"
+
+    def step(self, host, args, check_mode):
+        facts = _deployments.read_host(host, args["backend"], args["rpm_ostree_executable"], args["bootc_executable"])
+        return dict(facts, changed=False)

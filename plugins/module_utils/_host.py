@@ -1,0 +1,258 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private module_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""The managed host as the collection's shared code sees it: run an argv, find a tool, read a
+file, replace a file atomically under a lock.
+
+Two kinds of host implement :class:`Host`:
+
+- :class:`ModuleHost`, a module running on the host itself (it needs Python there);
+- ``plugin_utils._remote.ConnectionHost``, an action plugin on the controller that runs
+  the host's own tools over the connection, as ``ansible.builtin.reboot`` does: the host
+  needs a POSIX shell and those tools, no Python.
+
+The clients of the tools (``_rpm_ostree.RpmOstreeClient``, ``_bootc.BootcClient``,
+``_commands.run_command``) take either, so the same parsing and decisions serve both.
+Over a connection every command is one shell line built by :func:`shell_command`, the one
+place where an argv is quoted; no value reaches the host's shell any other way. The file
+operations are small POSIX shell scripts run through :meth:`Host.run` with the paths as their
+arguments and the data on stdin, so a module and an action plugin do the same thing, with the
+host's own coreutils and util-linux ``flock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+
+# Every tool runs in the C locale, so that its messages are the ones the parsers know.
+ENVIRON = {"LC_ALL": "C"}
+
+# What POSIX sh passes through unquoted: letters, digits and a few marks that are never special
+# (not "=": a first word with one would be an assignment).
+_SAFE = re.compile(r"[A-Za-z0-9_@%+:,./-]+")
+
+
+def quote(value):
+    """``value`` as one word of a POSIX shell command line, whatever it holds.
+
+    A word of safe characters stays as it is; anything else goes in single quotes, where the
+    shell expands nothing (``$``, backticks, ``\\``, globs, newlines are all literal), and each
+    single quote of the value becomes ``'"'"'``.
+    """
+    value = str(value)
+    if value and _SAFE.fullmatch(value):
+        return value
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def shell_command(argv, environ=None):
+    """The shell line that runs ``argv`` (a non-empty list of strings) with ``environ`` (default ENVIRON).
+
+    The variables are the shell's own assignments before the command (``LC_ALL=C 'rpm-ostree' ...``),
+    which every POSIX shell knows; each word of argv is one quoted word.
+    """
+    if isinstance(argv, (str, bytes)) or not argv:
+        raise TypeError("argv must be a non-empty list of strings")
+    environ = ENVIRON if environ is None else environ
+    for key in environ:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ValueError("%r is not a shell variable name" % key)
+    assignments = ["%s=%s" % (key, quote(value)) for key, value in sorted(environ.items())]
+    return " ".join(assignments + [quote(word) for word in argv])
+
+
+class HostFileError(Exception):
+    """A file operation on the host was refused or failed; ``str()`` is its cause, ``path`` the file."""
+
+    def __init__(self, path, cause, refused=False):
+        super().__init__(cause)
+        self.path = path
+        self.refused = refused
+
+
+# A shell function: status 3 (and the cause on stderr) when one of its arguments exists and is not a
+# regular file (a symlink, a directory, a device).
+_REGULAR = r"""
+regular() {
+  for f in "$@"; do
+    if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then printf '%s is not a regular file\n' "$f" >&2; return 3; fi
+  done
+}
+"""
+
+# $1 the file, then the files that must be regular files or missing as well (a lock beside it).
+# Exit 4: the file is missing; 3: one of them is not a regular file; else cat's.
+READ_SCRIPT = _REGULAR + r"""
+regular "$@" || exit 3
+[ -e "$1" ] || exit 4
+exec cat -- "$1"
+"""
+
+# $1 the file, $2 its lock, $3 the sha256 of the content the caller read (- for none), $4 the mode;
+# the new content on stdin. Under an exclusive flock of the lock, the file is replaced only when it
+# still has the content the caller read (exit 5 otherwise: read again and decide again), through a
+# temporary file in its directory, synced, renamed, and the directory synced. Exit 3: the file or
+# its lock is not a regular file (a symlink, a directory, a device); nothing is changed.
+REPLACE_SCRIPT = _REGULAR + r"""
+p=$1 lock=$2 want=$3 mode=$4
+regular "$p" "$lock" || exit 3
+dir=$(dirname -- "$p") && base=$(basename -- "$p") || exit 1
+if [ ! -d "$dir" ]; then mkdir -p -m 0700 -- "$dir" || exit 1; fi
+umask 077
+tmp="$dir/.$base.$$.tmp"
+cat > "$tmp" || { rm -f -- "$tmp"; exit 1; }
+exec 9>>"$lock" || { rm -f -- "$tmp"; exit 1; }
+flock -x 9 || { rm -f -- "$tmp"; exit 1; }
+if [ -e "$p" ]; then
+  have=$(sha256sum < "$p") || { rm -f -- "$tmp"; exit 1; }
+  have=${have%% *}
+else
+  have=-
+fi
+[ "$have" = "$want" ] || { rm -f -- "$tmp"; exit 5; }
+chmod "$mode" "$tmp" || { rm -f -- "$tmp"; exit 1; }
+sync -- "$tmp" 2>/dev/null || sync
+mv -f -- "$tmp" "$p" || { rm -f -- "$tmp"; exit 1; }
+sync -- "$dir" 2>/dev/null || sync
+"""
+
+
+# $1 the file to put in place, $2 where, $3 where the file that was there is kept meanwhile. Exit 6: $1
+# is $2 already (nothing to do); 3: $2 is not a regular file; else the copy, 0600, renamed into place.
+PLACE_SCRIPT = _REGULAR + r"""
+src=$1 dst=$2 keep=$3
+[ "$src" -ef "$dst" ] && exit 6
+regular "$dst" "$keep" || exit 3
+[ -f "$src" ] || { printf '%s is not a regular file\n' "$src" >&2; exit 3; }
+dir=$(dirname -- "$dst") || exit 1
+mkdir -p -- "$dir" || exit 1
+umask 077
+rm -f -- "$keep"
+if [ -e "$dst" ]; then cp -p -- "$dst" "$keep" || exit 1; fi
+tmp="$dst.$$.tmp"
+cp -- "$src" "$tmp" && chmod 600 "$tmp" && mv -f -- "$tmp" "$dst" || { rm -f -- "$tmp" "$keep"; exit 1; }
+"""
+
+# $1 the file PLACE_SCRIPT put in place, $2 where it kept what was there: put that back, or remove $1.
+RESTORE_SCRIPT = r"""
+if [ -e "$2" ]; then mv -f -- "$2" "$1"; else rm -f -- "$1"; fi
+"""
+
+
+def digest_of(data):
+    """What REPLACE_SCRIPT compares: the sha256 of ``data`` (bytes), or ``-`` for no file."""
+    return "-" if data is None else hashlib.sha256(data).hexdigest()
+
+
+class Host:
+    """What a host-side step needs of the host. Subclasses run commands their own way."""
+
+    #: Whether the step runs on the host itself (a module), so that Python's own I/O is the host's.
+    local = False
+    #: Whether a tool given by its bare name is found by the host's shell when it runs (rc 127 when it
+    #: is missing), so that no look-up of its own is needed first: one command instead of two.
+    finds_on_run = False
+
+    def run(self, argv, data=None, binary=False):
+        """Run ``argv`` with ``LC_ALL=C``, ``data`` (bytes or text) on stdin; -> ``(rc, stdout, stderr)``.
+
+        ``stdout`` is bytes, exactly as the tool wrote them, when ``binary``; else text. ``stderr``
+        is text. A command that cannot start is rc 127, as the shell reports it.
+        """
+        raise NotImplementedError
+
+    def which(self, name):
+        """The path of the executable ``name`` found in the host's PATH, or None."""
+        raise NotImplementedError
+
+    def is_executable(self, path):
+        """True when ``path`` is an executable file on the host."""
+        raise NotImplementedError
+
+    def machine(self):
+        """The host's machine name, as ``uname -m`` prints it (``x86_64``, ``aarch64``)."""
+        raise NotImplementedError
+
+    def test(self, *expression):
+        """Whether ``test EXPRESSION`` (the words of test(1): ``"-f", path``) holds on the host."""
+        return self.run(["test"] + list(expression))[0] == 0
+
+    @contextlib.contextmanager
+    def placed_file(self, source, target):
+        """Put a copy of the host's file ``source`` at ``target`` (0600) for the duration of the block: what was
+        at ``target`` is put back, or the copy removed, on every path. Nothing is done when they are one file.
+        HostFileError when ``target`` is not a regular file or the copy failed."""
+        keep = target + ".fleetos-kept"
+        if self._script(PLACE_SCRIPT, [source, target, keep], target, codes=(0, 6))[0] == 6:
+            yield
+            return
+        try:
+            yield
+        finally:
+            self.run(["sh", "-c", RESTORE_SCRIPT, "sh", target, keep])
+
+    def read_file(self, path, siblings=()):
+        """The bytes of the regular file ``path``, or None when it does not exist.
+
+        HostFileError (refused) when ``path`` or one of ``siblings`` exists and is not a regular file.
+        """
+        rc, out = self._script(READ_SCRIPT, [path] + list(siblings), path, binary=True, codes=(0, 4))
+        return out if rc == 0 else None
+
+    def replace_file(self, path, data, expected, mode=0o600, lock=None):
+        """Write ``data`` (bytes) to ``path`` atomically, under an exclusive flock of ``lock`` (default
+        ``<path>.lock``), if the file still holds ``expected`` (the bytes read before, None for no file).
+
+        -> True when written, False when the file changed meanwhile (read it again and decide again).
+        The directory is made (0700) when missing. HostFileError when the file or its lock is not a
+        regular file (refused, nothing changed) or the write failed.
+        """
+        args = [path, lock or path + ".lock", digest_of(expected), "%o" % mode]
+        return self._script(REPLACE_SCRIPT, args, path, data=data, codes=(0, 5))[0] == 0
+
+    def _script(self, script, args, path, data=None, binary=False, codes=(0,)):
+        """Run one of the file scripts with ``args``; -> (rc, stdout) for the exit ``codes`` the caller reads,
+        else HostFileError about ``path`` (refused for exit 3: not a regular file)."""
+        rc, out, err = self.run(["sh", "-c", script, "sh"] + list(args), data=data, binary=binary)
+        if rc in codes:
+            return rc, out
+        cause = err.strip().splitlines()[-1] if err.strip() else "exit status %d" % rc
+        raise HostFileError(path, cause, refused=rc == 3)
+
+
+class ModuleHost(Host):
+    """The host a module runs on, through its AnsibleModule."""
+
+    local = True
+
+    def __init__(self, module):
+        self.module = module
+
+    def run(self, argv, data=None, binary=False):
+        kwargs = dict(environ_update=dict(ENVIRON), expand_user_and_vars=False)
+        if binary:
+            kwargs["encoding"] = None
+        if data is not None:
+            kwargs.update(data=data, binary_data=True)
+        return self.module.run_command(list(argv), **kwargs)
+
+    def which(self, name):
+        return self.module.get_bin_path(name, required=False)
+
+    def is_executable(self, path):
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+
+    def machine(self):
+        return os.uname().machine
+
+
+def as_host(value):
+    """``value`` as a :class:`Host`: itself, or the host of the AnsibleModule it is."""
+    return value if isinstance(value, Host) else ModuleHost(value)

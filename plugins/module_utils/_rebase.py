@@ -1,0 +1,206 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private module_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""The stage step of an rpm-ostree host (fleetos.layering.rpm_ostree_rebase): what the target is, whether
+the host's next boot has it already (by digest, through an index's entry for the host), and the rebase.
+
+Everything runs on a ``_host.Host``: rpm-ostree and skopeo over an action plugin's connection, so the
+host needs no Python.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
+    OSTREE_AUTH_FILES,
+    RUN_AUTH_FILE,
+    ostree_auth_file,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
+    CommandError,
+    FleetosError,
+    ImageError,
+    InvalidInputError,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
+    RPM_OSTREE_ARGS,
+    RpmOstreeClient,
+    has_digest,
+    next_boot,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
+
+# The options of fleetos.layering.rpm_ostree_rebase.
+ARGUMENT_SPEC = dict(
+    image=dict(type="str", required=True),
+    allow_tag=dict(type="bool", default=False),
+    transport=dict(type="str", default="registry", choices=["registry", "remote", "signed"]),
+    ostree_remote=dict(type="str"),
+    state=dict(type="str", default="staged", choices=["staged", "booted"]),
+    lock_finalization=dict(type="bool", default=False),
+    auth_file=dict(type="path", no_log=False),
+)
+ARGUMENT_SPEC.update(RETRY_ARGS)
+ARGUMENT_SPEC.update(RPM_OSTREE_ARGS)
+ARGUMENT_SPEC.update(SKOPEO_ARGS)
+REQUIRED_IF = [("transport", "remote", ["ostree_remote"])]
+
+
+class Resolver:
+    """Resolves the target image with skopeo on the host, reading only its manifest, at most once."""
+
+    def __init__(self, host, params):
+        self.host = host
+        self.params = params
+        self._architecture = None
+        self.resolved = None
+        self.error = None
+
+    @property
+    def architecture(self):
+        """The host's OCI architecture, read from the host when first needed."""
+        if self._architecture is None:
+            self._architecture = oci_architecture(self.host.machine())
+        return self._architecture
+
+    def __call__(self, ref):
+        """:func:`_skopeo.resolve` of ``ref`` for the host's architecture (cached)."""
+        if self.error is not None:
+            raise self.error
+        if self.resolved is None:
+            params = self.params
+            skopeo = Skopeo(self.host, params["skopeo_executable"], option="skopeo_executable",
+                            retries=params["retries"], retry_delay=params["retry_delay"])
+            auth_file = params["auth_file"] or ostree_auth_file(OSTREE_AUTH_FILES, host=self.host)
+            try:
+                self.resolved = resolve(skopeo, ref.image, (self.architecture,), auth_file=auth_file)
+            except FleetosError as exc:
+                # Asked again in the same run, the registry is not asked again.
+                self.error = exc
+                raise
+        return self.resolved
+
+    def platform_digest(self, ref):
+        """The manifest digest of ``ref`` for the host's architecture (the digest itself for a plain manifest)."""
+        return self(ref)["platform_digests"][self.architecture]
+
+
+def summarize(deployment):
+    """{reference, digest, checksum} of a deployment (values None when unknown)."""
+    image = (deployment or {}).get("image") or {}
+    return {
+        "reference": image.get("reference"),
+        "digest": image.get("digest"),
+        "checksum": (deployment or {}).get("checksum"),
+    }
+
+
+def diff_text(summary):
+    return "reference: %s\ndigest: %s\n" % (summary["reference"], summary["digest"])
+
+
+def manifest_digest(deployment):
+    """The manifest digest a deployment reports (``container-image-reference-digest``), or None."""
+    image = (deployment or {}).get("image") or {}
+    return image.get("manifest_digest") or image.get("digest")
+
+
+def target_reference(params, resolver):
+    """The pinned ImageRef to rebase to; a tag is resolved (manifest only) only with allow_tag."""
+    ref = _image_ref.from_image(params["image"], params["transport"], params["ostree_remote"])
+    if ref.pinned:
+        return ref.with_digest(ref.digest)
+    if not params["allow_tag"]:
+        raise InvalidInputError(
+            "image '%s' has no digest: give %s@sha256:<64 hex digits>, or set allow_tag: true to "
+            "resolve the tag to a digest on the host." % (_image_ref.shown(params["image"]), _image_ref.shown(ref.name))
+        )
+    return ref.with_digest(resolver(ref)["digest"])
+
+
+def reached(deployment, ref, resolver):
+    """True when ``deployment`` runs the target: at its digest, or reporting its manifest for this host.
+
+    The target is resolved (its manifest only) when the deployment reports another digest,
+    to learn whether the target is an index whose entry for the host is that digest.
+    """
+    if has_digest(deployment, ref.digest):
+        return True
+    reported = manifest_digest(deployment)
+    if reported is None:
+        return False
+    return reported == resolver.platform_digest(ref)
+
+
+def rebase(host, params, check_mode):
+    """The result of an rpm_ostree_rebase task with ``params`` on ``host``; FleetosError for a failure."""
+    for name in ("retries", "retry_delay"):
+        if params[name] < 0:
+            raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
+    if params["auth_file"] and not host.test("-f", params["auth_file"]):
+        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file."
+                                % _image_ref.shown(params["auth_file"], 80))
+    client = RpmOstreeClient(host, executable=params["executable"], retries=params["retries"],
+                             retry_delay=params["retry_delay"])
+    resolver = Resolver(host, params)
+    ref = target_reference(params, resolver)
+    reference, digest = ref.format(), ref.digest
+    status = client.status()
+    result = {"changed": False, "reference": reference, "digest": digest}
+
+    if params["state"] == "booted":
+        booted = status["booted"]
+        before = summarize(booted)
+        if not reached(booted, ref, resolver):
+            raise ImageError(
+                "The host is not booted at image digest %s: the booted deployment is at %s." % (
+                    digest, before["digest"] or before["checksum"] or "no deployment"),
+                before=before, reboot_required=status["reboot_required"])
+        result.update(before=before, after=before, reboot_required=status["reboot_required"],
+                      diff={"before": diff_text(before), "after": diff_text(before)})
+        return result
+
+    current = next_boot(status)
+    before = summarize(current)
+    if reached(current, ref, resolver):
+        result.update(before=before, after=before, reboot_required=status["reboot_required"],
+                      diff={"before": diff_text(before), "after": diff_text(before)})
+        return result
+
+    if check_mode:
+        after = {"reference": reference, "digest": digest, "checksum": None}
+        # Rebasing back to the booted image only drops what is pending.
+        result.update(changed=True, before=before, after=after,
+                      reboot_required=not reached(status["booted"], ref, resolver),
+                      diff={"before": diff_text(before), "after": diff_text(after)})
+        return result
+
+    try:
+        with host.placed_file(params["auth_file"], RUN_AUTH_FILE) if params["auth_file"] else nullcontext():
+            rpm_changed = client.rebase(reference, lock_finalization=params["lock_finalization"])
+    except HostFileError as exc:
+        raise CommandError("Failed to put auth_file '%s' where rpm-ostree reads it: %s." % (
+            _image_ref.shown(params["auth_file"], 80), str(exc).rstrip(".")), before=before) from None
+    status = client.status()
+    current = next_boot(status)
+    after = summarize(current)
+    if not reached(current, ref, resolver):
+        raise CommandError(
+            "Failed to rebase to '%s': rpm-ostree finished, but the next boot is at %s." % (
+                reference, after["digest"] or after["checksum"]),
+            before=before, after=after)
+    result.update(changed=rpm_changed, before=before, after=after,
+                  reboot_required=status["reboot_required"],
+                  diff={"before": diff_text(before), "after": diff_text(after)})
+    return result
+
+

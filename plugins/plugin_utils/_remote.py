@@ -1,0 +1,154 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private plugin_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""Host-side steps without Python on the host: an action plugin runs the host's own tools over
+the connection and parses and decides on the controller, as ``ansible.builtin.reboot`` does.
+
+:class:`ConnectionHost` is the host (module_utils ``_host.Host``) of an action plugin: each
+command is one shell line built by ``_host.shell_command`` and run with the connection's
+become, data on its stdin. :class:`HostStep` is the whole of such a plugin but the step
+itself: the options checked against the module's argument spec, the domain
+errors of the shared code turned into a failed result with one sentence and its details,
+anything else into one sentence and the traceback.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _params
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
+    CommandError,
+    FleetosError,
+    InvalidInputError,
+    sentence,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils._host import Host, shell_command
+
+
+class ConnectionHost(Host):
+    """The host of an action plugin, reached over its connection."""
+
+    finds_on_run = True
+
+    def __init__(self, action):
+        self._action = action
+        self._machine = None
+        # ssh gives a command without stdin a tty by default (use_tty): its output would come back with
+        # \r\n line ends and the login's messages. Off for this task's connection only: a tool's output
+        # must come back as it wrote it.
+        connection = action._connection
+        try:
+            if connection.has_option("use_tty") and connection.get_option("use_tty"):
+                connection.set_option("use_tty", False)
+        except (AttributeError, KeyError):
+            pass
+
+    def run(self, argv, data=None, binary=False):
+        line = shell_command(list(argv))
+        # surrogateescape keeps every byte of the output, so that binary output comes back exactly.
+        result = self._action._low_level_execute_command(
+            line, in_data=to_bytes(data, errors="surrogate_or_strict") if data is not None else None,
+            encoding_errors="surrogateescape")
+        out = result.get("stdout", "")
+        err = to_text(to_bytes(result.get("stderr", ""), errors="surrogateescape"), errors="replace")
+        if binary:
+            return result["rc"], to_bytes(out, errors="surrogateescape"), err
+        return result["rc"], to_text(to_bytes(out, errors="surrogateescape"), errors="replace"), err
+
+    def which(self, name):
+        # command -v prints a builtin's or a function's bare name: only a path is an executable.
+        rc, out, _err = self.run(["sh", "-c", 'command -v -- "$1"', "sh", name])
+        # One line, the path as it is (a name may end in a space): only its newline goes.
+        lines = out[:-1].split("\n") if out.endswith("\n") else out.split("\n")
+        path = lines[-1] if lines else ""
+        return path if rc == 0 and path.startswith("/") else None
+
+    def is_executable(self, path):
+        rc, _out, _err = self.run(["test", "-f", path, "-a", "-x", path])
+        return rc == 0
+
+    def machine(self):
+        if self._machine is None:
+            rc, out, err = self.run(["uname", "-m"])
+            if rc != 0 or not out.strip():
+                raise CommandError("Failed to read the host's machine name with uname -m: %s."
+                                   % (err.strip() or "exit status %d" % rc).rstrip("."),
+                                   cmd=["uname", "-m"], rc=rc, stdout=out, stderr=err)
+            self._machine = out.strip()
+        return self._machine
+
+
+def host_spec(spec):
+    """``spec`` with its ``path`` options as ``str``: a path names a file on the host, and the argument
+    spec would expand ``~`` and ``$VARS`` in it with the controller's environment."""
+    converted = {}
+    for name, option in spec.items():
+        option = dict(option)
+        if option.get("type") == "path":
+            option["type"] = "str"
+        if option.get("elements") == "path":
+            option["elements"] = "str"
+        if isinstance(option.get("options"), dict):
+            option["options"] = host_spec(option["options"])
+        converted[name] = option
+    return converted
+
+
+class HostStep(ActionBase):
+    """An action plugin whose step runs the host's own tools over the connection.
+
+    A subclass sets ARGUMENT_SPEC (the module's, from the module_utils its module file documents),
+    WHAT (the step, for the sentence of an unexpected error: "read the rpm-ostree status") and
+    writes :meth:`step`; SPEC_KWARGS holds the spec's constraints (mutually_exclusive, ...).
+    """
+
+    TRANSFERS_FILES = False
+    ARGUMENT_SPEC = {}
+    SPEC_KWARGS = {}
+    TEXT_OPTIONS = ()
+    WHAT = "run the step"
+    CHECK_MODE = True
+
+    def step(self, host, args, check_mode):
+        """The step's result (a dict) on ``host``; shared code raises FleetosError for a failure."""
+        raise NotImplementedError
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = self.CHECK_MODE
+        result = super().run(tmp, task_vars)
+        # Checked as given first, as the modules' checked_module does: the argument spec would turn a
+        # list given for a string into its Python text.
+        try:
+            _params.check_arguments(self.ARGUMENT_SPEC, self._task.args, self.TEXT_OPTIONS)
+        except InvalidInputError as exc:
+            result.update(failed=True, msg=exc.msg)
+            return result
+        try:
+            args = self.validate_argument_spec(argument_spec=host_spec(self.ARGUMENT_SPEC), **self.SPEC_KWARGS)[1]
+        except AnsibleActionFail as exc:
+            # The argument spec's own sentence ("transport is remote but all of the following are missing:
+            # ostree_remote"), as a module's would be.
+            result.update(failed=True, msg=getattr(exc, "message", None) or str(exc))
+            return result
+        try:
+            result.update(self.step(ConnectionHost(self), args, self._task.check_mode))
+        except FleetosError as exc:
+            result.update(exc.details)
+            result.update(failed=True, msg=sentence(exc.msg))
+        except AnsibleError:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except
+            result.update(failed=True, msg=sentence("Failed to %s: %s" % (self.WHAT, exc)),
+                          exception=traceback.format_exc())
+        return result
