@@ -57,4 +57,6 @@ class ActionModule(ActionBase):
             return result
 
         result.update(_reboot.reboot(self, args))
+        if result.get("boot_id_before") is not None:
+            result["cmd"] = args["reboot_command"]   # it ran
         return result

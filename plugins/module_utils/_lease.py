@@ -94,11 +94,12 @@ def _lock(path):
     return path + ".lock"
 
 
-def _host_error(exc):
-    """A HostFileError as the LeaseError of the lease file or its lock."""
+def _host_error(exc, path):
+    """A HostFileError as the LeaseError of the lease file ``path`` or its lock, naming the option."""
     if exc.refused:
-        return LeaseError("%s: nothing was changed." % exc)
-    return LeaseError("Failed to update the lease file %s: %s." % (exc.path, str(exc).rstrip(".")))
+        what = "the lock file of path" if str(exc).startswith(_lock(path) + " ") else "path"
+        return LeaseError("%s %s: nothing was changed." % (what, exc))
+    return LeaseError("Failed to update the lease file %s: %s." % (path, str(exc).rstrip(".")))
 
 
 def parse(data, path):
@@ -122,7 +123,7 @@ def read(host, path):
     try:
         data = as_host(host).read_file(path, siblings=(_lock(path),))
     except HostFileError as exc:
-        raise _host_error(exc) from None
+        raise _host_error(exc, path) from None
     return data, parse(data, path)
 
 
@@ -132,7 +133,7 @@ def _write(host, path, record, expected):
     try:
         return as_host(host).replace_file(path, data, expected, mode=0o600, lock=_lock(path))
     except HostFileError as exc:
-        raise _host_error(exc) from None
+        raise _host_error(exc, path) from None
 
 
 def expired(record, now):

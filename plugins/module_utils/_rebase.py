@@ -202,5 +202,3 @@ def rebase(host, params, check_mode):
                   reboot_required=status["reboot_required"],
                   diff={"before": diff_text(before), "after": diff_text(after)})
     return result
-
-

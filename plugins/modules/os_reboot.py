@@ -118,6 +118,11 @@ boot_id_before:
   returned: always
   type: str
   sample: 5b2c6f0e-3c1a-4a70-9d5e-1b0c2f8e9a11
+cmd:
+  description: The reboot command that ran (not returned when it did not run, because the boot id could not be read).
+  returned: when the reboot command ran
+  type: str
+  sample: systemctl reboot
 boot_id:
   description: The new boot id; null when the host did not come back.
   returned: always

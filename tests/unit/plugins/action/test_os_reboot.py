@@ -70,6 +70,7 @@ def test_back_after_the_boot_id_changes_at_the_poll_interval():
     assert host.sleeps == [0.5, 0.5, 0.5, 0.5]        # a fixed interval, no back-off
     assert result["elapsed"] == 2.0
     assert host.commands == [BOOT, REBOOT, BOOT, BOOT, BOOT, BOOT]
+    assert result["cmd"] == REBOOT                    # the command that ran, for -v and the rescue
     # The timeout of the connection is set for the polls and then restored.
     connection.set_option.assert_any_call("timeout", 5)
     assert connection.set_option.call_args_list[-1].args == ("timeout", 10)
@@ -152,6 +153,7 @@ def test_a_boot_id_that_is_not_one_is_refused_before_the_reboot(stdout, printed)
     assert host.commands == [BOOT]          # the reboot command never ran
     assert host.sleeps == []
     assert result["rebooted"] is False and result["changed"] is False and result["boot_id_before"] is None
+    assert "cmd" not in result
 
 
 @pytest.mark.parametrize("stdout, boot_id", [

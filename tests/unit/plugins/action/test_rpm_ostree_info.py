@@ -82,7 +82,7 @@ def test_info_missing_executable(fake):
     result = _run({"executable": "/nonexistent/rpm-ostree"}, failed=True)
     assert fake["calls"] == []
     assert result["msg"] == ("executable '/nonexistent/rpm-ostree' does not exist or is not an "
-                                           "executable file: expected the path of rpm-ostree.")
+                             "executable file: expected the path of rpm-ostree.")
 
 
 @pytest.mark.parametrize(("rc", "out", "err", "msg"), [

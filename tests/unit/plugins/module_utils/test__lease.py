@@ -145,15 +145,17 @@ def test_a_lease_file_that_does_not_load_is_refused_and_kept(path, content, caus
     assert open(path, "rb").read() == content
 
 
-@pytest.mark.parametrize("name", ["rollout-lease.json", "rollout-lease.json.lock"])
-def test_symlinks_are_refused(path, tmp_path, name):
+@pytest.mark.parametrize("name, option", [("rollout-lease.json", "path"),
+                                          ("rollout-lease.json.lock", "the lock file of path")])
+def test_symlinks_are_refused(path, tmp_path, name, option):
     os.makedirs(os.path.dirname(path))
     target = tmp_path / "elsewhere"
     target.write_text("keep")
     os.symlink(str(target), os.path.join(os.path.dirname(path), name))
     with pytest.raises(_lease.LeaseError) as caught:
         _take(path, "r1")
-    assert "is not a regular file" in caught.value.msg
+    assert caught.value.msg == "%s %s is not a regular file: nothing was changed." % (
+        option, os.path.join(os.path.dirname(path), name))
     assert target.read_text() == "keep"
 
 
@@ -225,14 +227,16 @@ def test_a_lease_path_that_is_a_device_creates_nothing(tmp_path):
 
 def test_a_lease_written_between_the_read_and_the_write_is_read_again(path):
     """The write replaces only what was read: a rollout that lost the race reads the winner's lease."""
+    lease_path = path
+
     class Racing(LocalHost):
         raced = False
 
-        def read_file(self, file, siblings=()):
-            data = super().read_file(file, siblings)
+        def read_file(self, path, siblings=()):
+            data = super().read_file(path, siblings)
             if not self.raced:
                 self.raced = True
-                _lease.acquire(HOST, path, "fast", OWNER_B, 800.0, 60)
+                _lease.acquire(HOST, lease_path, "fast", OWNER_B, 800.0, 60)
             return data
 
     host = Racing()
