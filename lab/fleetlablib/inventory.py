@@ -54,7 +54,7 @@ def write(lab):
         # One ssh round trip per task instead of four (temporary directory, transfer, run,
         # clean up), as a fleet's ansible.cfg would set it: the nodes have no requiretty.
         "ansible_pipelining": True,
-        # ssh multiplexing sockets per lab: two labs use the same node addresses.
+        # ssh multiplexing sockets per lab, in its own state.
         "ansible_control_path_dir": str(state_dir() / "ssh" / "cp"),
         "fleetos_lab_registry": registry.address(),
         # The registry's credentials and CA directory on the controller (this machine), for the
