@@ -56,7 +56,8 @@ def netns_exists(name):
 
 
 def ensure_lab_network():
-    check_route_free()
+    """The lab's namespace, bridge and the machine's link into it (idempotent). `up` has called
+    check_route_free before anything changes; ensure_host_link checks again before the link."""
     if not netns_exists(LAB_NETNS):
         run(["ip", "netns", "add", LAB_NETNS])
     run(["ip", "-n", LAB_NETNS, "link", "set", "lo", "up"])
@@ -122,6 +123,11 @@ def info():
     return {"subnet": SUBNET, "bridge_address": BRIDGE_IP, "host_link": HOST_LINK, "host_address": HOST_IP}
 
 
+def _guard_rules():
+    """The lab's rules as iptables takes them after -C, -I or -D: chain, match, comment, DROP."""
+    return [[chain] + spec + ["-m", "comment", "--comment", GUARD_COMMENT, "-j", "DROP"] for chain, spec in GUARD_RULES]
+
+
 def _iptables(*args, check=True):
     try:
         return run(["iptables", "-w"] + list(args), check=check)
@@ -163,9 +169,8 @@ def ensure_host_link():
     """The machine's link into the lab bridge, its address and the guard rules (idempotent).
 
     Afterwards the machine reaches the lab's slice through HOST_LINK, or the lab refuses to run."""
-    check_route_free()
-    for chain, spec in GUARD_RULES:
-        rule = [chain] + spec + ["-m", "comment", "--comment", GUARD_COMMENT, "-j", "DROP"]
+    check_route_free()   # again right before the link is made: another lab may have come up since `up` checked
+    for rule in _guard_rules():
         if _iptables("-C", *rule, check=False).returncode != 0:
             _iptables("-I", *rule)
     if _link_peer_netns(HOST_LINK) is None:
@@ -191,8 +196,7 @@ def remove_host_link():
     """Remove the machine's link into this lab and this lab's guard rules (what ensure_host_link made)."""
     if _link_peer_netns(HOST_LINK) == LAB_NETNS:
         run(["ip", "link", "del", HOST_LINK], check=False)
-    for chain, spec in GUARD_RULES:
-        rule = [chain] + spec + ["-m", "comment", "--comment", GUARD_COMMENT, "-j", "DROP"]
+    for rule in _guard_rules():
         while _iptables("-C", *rule, check=False).returncode == 0:
             _iptables("-D", *rule)
 

@@ -31,7 +31,7 @@ import json
 import os
 import time
 
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import read_host
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
 
@@ -53,7 +53,7 @@ ARGUMENT_SPEC = dict(
     target_digest=dict(type="str"),
     break_lease=dict(type="str"),
     wait=dict(type="int", default=0),
-    deployments=dict(type="str", choices=["auto", "bootc", "rpm-ostree"]),
+    deployments=dict(type="str", choices=list(BACKENDS)),
     path=dict(type="path", default=DEFAULT_PATH),
 )
 
