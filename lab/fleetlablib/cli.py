@@ -67,6 +67,7 @@ def cmd_up(args):
     node_backend = getattr(args, "backend", None)
     if node_backend not in (None,) + nodes.BACKENDS:
         raise LabError("unknown --backend %r: choose one of %s" % (node_backend, ", ".join(nodes.BACKENDS)))
+    with_python = bool(getattr(args, "with_python", False))
     # Before anything changes: the lab's addresses must be free to route into this lab.
     net.check_route_free()
     started = time.time()
@@ -111,13 +112,15 @@ def cmd_up(args):
                                   "disk_image": bool(disk)}
             if node_backend == "bootc":
                 lab["nodes"][name]["backend"] = "bootc"
+            if with_python:
+                lab["nodes"][name]["python"] = True
         nodes.save_lab(lab)
 
         def _create(name):
             info = lab["nodes"][name]
             record = disk if (disk and name in new) else base
             nodes.create(name, info["index"], record, disk_image=bool(disk and name in new),
-                         node_backend=info.get("backend"))
+                         node_backend=info.get("backend"), with_python=bool(info.get("python")))
             nodes.start(name)
             return name
 
@@ -155,6 +158,8 @@ def cmd_claim(args):
     key = "%s %s" % (args.owner, args.disk_image or "")
     if node_backend == "bootc":
         key += " bootc"
+    if args.with_python:
+        key += " python"
     with StateLock("claims.lock"):
         path = state_dir() / "owned-nodes.json"
         owned = read_json(path, {})
@@ -167,12 +172,14 @@ def cmd_claim(args):
                 if first > have:
                     cmd_up(argparse.Namespace(nodes=first, boot_delay=None, registry_port=None, disk_image=None))
                 cmd_up(argparse.Namespace(nodes=first + args.count, boot_delay=None, registry_port=None,
-                                          disk_image=args.disk_image, backend=node_backend))
+                                          disk_image=args.disk_image, backend=node_backend,
+                                          with_python=args.with_python))
             lab = read_json(state_dir() / "lab.json", {"nodes": {}})
             names = [node_name(i) for i in range(first + 1, first + args.count + 1)]
             for name in names:
                 if (bool(lab["nodes"][name].get("disk_image")) != bool(args.disk_image)
-                        or lab["nodes"][name].get("backend") != ("bootc" if node_backend == "bootc" else None)):
+                        or lab["nodes"][name].get("backend") != ("bootc" if node_backend == "bootc" else None)
+                        or bool(lab["nodes"][name].get("python")) != args.with_python):
                     raise LabError("%s was added by another fleetlab command at the same time; claim again" % name)
             owned[key] = names
             path.write_text(json.dumps(owned, indent=2, sort_keys=True) + "\n")
@@ -226,7 +233,7 @@ def cmd_status(args):
     print("registry %s (%s)" % (lab.get("registry"), "running" if registry.running() else "stopped"))
     print("network %s, reached from this machine through %s (%s); packets to lab addresses dropped on their "
           "way out of the machine: %s" % (SUBNET, HOST_LINK, HOST_IP, net.leaked_packets()))
-    header = ("NODE", "ADDRESS", "POOL", "STATE", "BOOTED IMAGE", "DIGEST", "VERSION", "STAGED", "BOOTS")
+    header = ("NODE", "ADDRESS", "POOL", "STATE", "BOOTED IMAGE", "DIGEST", "VERSION", "STAGED", "BOOTS", "PYTHON")
     table = [header]
     for row in rows:
         booted = row["booted"] or "-"
@@ -235,7 +242,7 @@ def cmd_status(args):
         state = row["state"] + (" [%s]" % ",".join(row["faults"]) if row.get("faults") else "")
         table.append((row["node"], row["address"], row["pool"], state, booted,
                       (row["digest"] or "-")[:19], row["version"] or "-",
-                      (row["staged"] or "-")[:19], str(row["boots"])))
+                      (row["staged"] or "-")[:19], str(row["boots"]), "yes" if row["python"] else "no"))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -380,6 +387,9 @@ def build_parser():
     up.add_argument("--backend", default=None, choices=list(nodes.BACKENDS),
                     help="the tool that manages the nodes this adds (default rpm-ostree; bootc: installed "
                          "by bootc, with the bootc stand-in)")
+    up.add_argument("--with-python", action="store_true",
+                    help="give the nodes this adds a Python interpreter (/usr/bin/python3), as RHEL image mode "
+                         "has; by default a node has none, as Fedora CoreOS ships")
     up.set_defaults(func=cmd_up)
 
     claim = sub.add_parser("claim", help="nodes of one owner's own, added after the others once, then reused")
@@ -389,6 +399,7 @@ def build_parser():
     claim.add_argument("--after", type=int, default=10, help="never claim nodes numbered up to this (default 10)")
     claim.add_argument("--backend", default=None, choices=list(nodes.BACKENDS),
                        help="the tool that manages them, as --backend of up")
+    claim.add_argument("--with-python", action="store_true", help="with a Python interpreter, as --with-python of up")
     claim.add_argument("--json", action="store_true", help="print the node names as a JSON list")
     claim.set_defaults(func=cmd_claim)
 

@@ -17,6 +17,9 @@ LAB_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = LAB_DIR.parent
 NODE_OVERLAY = LAB_DIR / "node" / "usr"
 BOOT_SCRIPT = LAB_DIR / "node" / "boot.sh"
+# The interpreter of the lab's stand-ins (rpm-ostree, bootc) on a node: a private path, so that a
+# node without Python (the default) has none that Ansible's interpreter discovery could find.
+NODE_PYTHON = Path("/usr/libexec/fleetlab/python3")
 
 # The lab's network namespace; its nodes' namespaces are LAB_NETNS-nodeNN. Another name
 # (FLEETLAB_NETNS, with its own FLEETLAB_STATE) runs a second lab beside the first.

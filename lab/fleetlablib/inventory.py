@@ -50,7 +50,6 @@ def write(lab):
         "ansible_ssh_private_key_file": str(key),
         "ansible_ssh_common_args": "-o ProxyCommand='%s' -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
         " -o ServerAliveInterval=3 -o ServerAliveCountMax=3" % (proxy, known),
-        "ansible_python_interpreter": "/usr/bin/python3",
         # One ssh round trip per task instead of four (temporary directory, transfer, run,
         # clean up), as a fleet's ansible.cfg would set it: the nodes have no requiretty.
         "ansible_pipelining": True,

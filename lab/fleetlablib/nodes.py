@@ -6,6 +6,7 @@ boots it again whenever PID 1 ends (a reboot), honouring injected faults.
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -18,6 +19,7 @@ from .common import (
     BOOT_SCRIPT,
     LAB_DIR,
     NODE_OVERLAY,
+    NODE_PYTHON,
     OSNAME,
     OSTREE_REMOTE,
     CONTAINER_TRANSPORT,
@@ -45,6 +47,9 @@ FAULTS = ("no-boot", "fail-health", "slow-boot", "unreachable")
 # stand-in is installed; on the other (rpm-ostree) nodes /usr/bin/bootc does not exist.
 BACKENDS = ("rpm-ostree", "bootc")
 BOOTC_ALEPH = ".bootc-aleph.json"
+# A node has no Python interpreter Ansible could find, as Fedora CoreOS ships; one made with
+# --with-python has the machine's /usr/bin/python3 (RHEL image mode has one). Marked in its state.
+WITH_PYTHON = "with-python"
 SSHD_CONFIG = """\
 # Written by fleetlab: the node's sshd (PID 1).
 Port 22
@@ -142,25 +147,69 @@ def backend(name):
 
 
 def _no_bootc_layer():
-    """An overlay layer that hides /usr/bin/bootc (an overlayfs whiteout, a 0/0 character
-    device), laid over the lab's tools on nodes that bootc does not manage."""
+    """An overlay layer that hides /usr/bin/bootc, laid over the lab's tools on nodes that
+    bootc does not manage."""
     layer = state_dir() / "node-layers" / "no-bootc"
-    whiteout = layer / "bin" / "bootc"
-    if not whiteout.exists():
-        whiteout.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.mknod(str(whiteout), stat.S_IFCHR | 0o600, os.makedev(0, 0))
-        except FileExistsError:  # another node's supervisor made it first
-            pass
+    _whiteout(layer / "bin" / "bootc")
+    return layer
+
+
+def has_python(name):
+    """Whether Ansible can find a Python interpreter on the node (made with --with-python)."""
+    return (node_dir(name) / WITH_PYTHON).exists()
+
+
+def _whiteout(path):
+    """An overlayfs whiteout at ``path`` (a 0/0 character device): hides what lower layers have there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mknod(str(path), stat.S_IFCHR | 0o600, os.makedev(0, 0))
+    except FileExistsError:  # another node's supervisor made it first
+        pass
+
+
+def _private_python_layer():
+    """A layer with the stand-ins' own interpreter at NODE_PYTHON (a copy of the machine's
+    python3): a path Ansible's interpreter discovery never looks at."""
+    layer = state_dir() / "node-layers" / "private-python"
+    target = layer / NODE_PYTHON.relative_to("/usr")
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(".%s.%d" % (target.name, os.getpid()))
+        shutil.copy2(os.path.realpath("/usr/bin/python3"), str(tmp))
+        os.replace(str(tmp), str(target))
+    return layer
+
+
+def _no_python_layer():
+    """A layer that hides every python* of the machine's /usr from the node's PATH, and the
+    paths Ansible's interpreter discovery tries (/usr/libexec/platform-python), as on
+    Fedora CoreOS."""
+    layer = state_dir() / "node-layers" / "no-python"
+    done = layer / ".complete"
+    if not done.exists():
+        for folder in ("bin", "sbin", "local/bin", "local/sbin"):
+            source = Path("/usr") / folder
+            if source.is_dir():
+                for entry in source.iterdir():
+                    if entry.name.startswith("python"):
+                        _whiteout(layer / folder / entry.name)
+        _whiteout(layer / "libexec" / "platform-python")
+        write_file(done, "")
     return layer
 
 
 def _node_usr(name):
-    """The lowerdir(s) boot.sh lays over the image's /usr: the lab's tools, without bootc
-    on a node that bootc does not manage."""
-    if backend(name) == "bootc":
-        return str(NODE_OVERLAY)
-    return "%s:%s" % (_no_bootc_layer(), NODE_OVERLAY)
+    """The lowerdir(s) boot.sh lays over the image's /usr: the lab's tools and their private
+    interpreter; without bootc on a node that bootc does not manage; without a Python
+    interpreter Ansible could find unless the node was made with one."""
+    layers = []
+    if backend(name) != "bootc":
+        layers.append(_no_bootc_layer())
+    if not has_python(name):
+        layers.append(_no_python_layer())
+    layers += [_private_python_layer(), NODE_OVERLAY]
+    return ":".join(str(layer) for layer in layers)
 
 
 def _create_sysroot(name, record, disk_image=False, node_backend=None):
@@ -211,11 +260,14 @@ def _create_sysroot(name, record, disk_image=False, node_backend=None):
     signing.install_node_trust(etc, root / "ostree" / "repo")
 
 
-def create(name, index, record, disk_image=False, node_backend=None):
-    """Create a node (idempotent: an existing sysroot is kept, and so is its backend)."""
+def create(name, index, record, disk_image=False, node_backend=None, with_python=False):
+    """Create a node (idempotent: an existing sysroot is kept, and so are its backend and
+    whether it has Python)."""
     _prepare_node_files(name)
     net.ensure_node_network(name, node_ip(index))
     if not (sysroot(name) / "ostree" / "deploy").exists():
+        if with_python:
+            write_file(node_dir(name) / WITH_PYTHON, "")
         _create_sysroot(name, record, disk_image, node_backend)
         write_file(node_dir(name) / "boot-count", "0\n")
     elif '[remote "%s"]' % OSTREE_REMOTE not in (sysroot(name) / "ostree" / "repo" / "config").read_text():
@@ -404,7 +456,8 @@ def node_status(name):
     info = node_info(name)
     row = {"node": name, "address": info["address"], "pool": info["pool"], "state": "down",
            "booted": None, "digest": None, "version": None, "checksum": None, "staged": None,
-           "boots": int(_read_float(node_dir(name) / "boot-count")), "backend": backend(name)}
+           "boots": int(_read_float(node_dir(name) / "boot-count")), "backend": backend(name),
+           "python": has_python(name)}
     faults = [f for f in FAULTS if fault_path(name, f).exists()]
     if faults:
         row["faults"] = faults

@@ -17,7 +17,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
 
+from fleetlablib.common import NODE_PYTHON as _NODE_PYTHON  # noqa: E402
 from fleetlablib.inventory import read_hosts  # noqa: E402,F401  (re-exported for the tests)
+# The interpreter of the lab's stand-ins on a node: a test's own probe on a node without Python uses it.
+NODE_PYTHON = str(_NODE_PYTHON)
 FLEETLAB = REPO / "lab" / "fleetlab"
 STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
 LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")
@@ -171,12 +174,13 @@ class Lab:
                 " ".join(args), proc.returncode, proc.stdout, proc.stderr))
         return proc
 
-    def own_nodes(self, owner, count, disk_image=None):
+    def own_nodes(self, owner, count, disk_image=None, with_python=False):
         """``count`` nodes that only the caller (``owner``) uses, optionally booted from
-        ``disk_image`` as a cloud image would be: ``fleetlab claim`` (made after node10 and
-        after every node the lab has, the first time; the same nodes on every later call).
-        The caller puts them back into the state it needs."""
+        ``disk_image`` as a cloud image would be, or with a Python interpreter: ``fleetlab claim``
+        (made after node10 and after every node the lab has, the first time; the same nodes on
+        every later call). The caller puts them back into the state it needs."""
         args = ["claim", owner, "--count", count, "--json"] + (["--disk-image", disk_image] if disk_image else [])
+        args += ["--with-python"] if with_python else []
         return json.loads(self.fleetlab(*args).stdout)
 
     def ensure_up(self):

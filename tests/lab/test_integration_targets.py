@@ -1,8 +1,12 @@
 """Runs each integration target in tests/integration/targets against the lab.
 
 A target is a role-shaped directory (tasks/main.yml, optional defaults/, files/).
-Its `aliases` file may name the lab node it runs on with a line `lab/nodeNN`
-(default node01). The collection is loaded from the working tree through a
+Its `aliases` file names the lab node it runs on with a line `lab/nodeNN`, or
+`lab/python-NAME`: a node of the targets' own made with a Python interpreter (`fleetlab claim
+--with-python`), shared by the targets that name the same NAME (default `lab/python-default`).
+The targets check what a module did with modules such as stat, slurp and command, which need
+an interpreter; the modules under test need none (test_no_python.py, and every playbook test
+runs them on nodes without). The collection is loaded from the working tree through a
 symlink at .build/runtime/ansible_collections/fleetos/layering.
 """
 
@@ -22,13 +26,13 @@ def _targets():
     return sorted(p.name for p in TARGETS.iterdir() if (p / "tasks" / "main.yml").is_file())
 
 
-def _lab_host(target):
+def _lab_host(lab, target):
     aliases = TARGETS / target / "aliases"
-    if aliases.is_file():
-        for line in aliases.read_text().splitlines():
-            if line.strip().startswith("lab/"):
-                return line.strip()[len("lab/"):]
-    return "node01"
+    lines = aliases.read_text().splitlines() if aliases.is_file() else []
+    host = next((line.strip()[len("lab/"):] for line in lines if line.strip().startswith("lab/")), "python-default")
+    if host.startswith("python-"):
+        return lab.own_nodes("integration-%s" % host, 1, with_python=True)[0]
+    return host
 
 
 def run_playbook(lab, playbook, *extra, check=True, timeout=900):
@@ -56,7 +60,7 @@ def other_image(lab):
 
 @pytest.mark.parametrize("target", _targets())
 def test_integration_target(lab, target, tmp_path, other_image):
-    host = _lab_host(target)
+    host = _lab_host(lab, target)
     assert host in lab.nodes, "target %s wants lab host %s, which the lab does not have" % (target, host)
     playbook = tmp_path / "run.yml"
     playbook.write_text(

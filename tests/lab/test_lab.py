@@ -12,7 +12,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import FLEETLAB, LAB_NETNS, REPO
+from conftest import FLEETLAB, LAB_NETNS, NODE_PYTHON, REPO
 
 sys.path.insert(0, str(REPO / "lab"))
 
@@ -77,18 +77,45 @@ def test_registry_has_tls_and_auth_on_every_node(lab):
     assert perms == "600"
 
 
-def test_ansible_ping_reaches_every_node(lab):
-    proc = lab.ansible("all", "-m", "ansible.builtin.ping")
+def test_ansible_reaches_every_node(lab):
+    proc = lab.ansible("all", "-o", "-m", "ansible.builtin.raw", "-a", "cat /run/lab/node-name")
+    # raw asks for a tty: the login's messages come first, with \r\n line ends.
+    lines = dict(line.split(" | ", 1) for line in proc.stdout.splitlines() if " | " in line)
     for node in lab.nodes:
-        assert "%s | SUCCESS" % node in proc.stdout
+        assert lines[node].startswith("CHANGED | rc=0 | (stdout) ")
+        assert "\\n%s\\r\\n" % node in lines[node].split("(stdout)", 1)[1]
+
+
+def _status_rows(lab):
+    return json.loads(lab.fleetlab("status", "--json").stdout)["nodes"]
+
+
+def test_nodes_have_no_python_unless_made_with_it(lab):
+    """As Fedora CoreOS ships: nothing Ansible's interpreter discovery tries is there, the stand-ins run
+    on their private interpreter; a node made with --with-python has /usr/bin/python3."""
+    node = lab.nodes[0]
+    probe = ("for p in python python3 python3.11 python3.12 python3.13 python2 /usr/bin/python3 "
+             "/usr/libexec/platform-python /usr/local/bin/python3; do command -v $p; done; "
+             "ls /usr/bin /usr/sbin /usr/local/bin | grep -c '^python' || true")
+    assert lab.exec(node, probe, check=False).stdout.split() == ["0"]
+    assert json.loads(lab.exec(node, "rpm-ostree status --json").stdout)["deployments"]
+    assert lab.exec(node, [NODE_PYTHON, "-c", "import sys; print(sys.prefix)"]).stdout.strip() == "/usr"
+    failed = lab.ansible(node, "-m", "ansible.builtin.ping", check=False)
+    assert failed.returncode != 0 and "python" in failed.stdout.lower()
+    assert [row["python"] for row in _status_rows(lab) if row["node"] == node] == [False]
+
+    with_python = lab.own_nodes("test_lab-python", 1, with_python=True)[0]
+    assert lab.exec(with_python, "command -v python3").stdout.strip() == "/usr/bin/python3"
+    assert "%s | SUCCESS" % with_python in lab.ansible(with_python, "-m", "ansible.builtin.ping").stdout
+    assert [row["python"] for row in _status_rows(lab) if row["node"] == with_python] == [True]
 
 
 def test_ansible_reboot_returns_with_new_boot_id(lab):
     node = lab.nodes[1]
     before = lab.boot_id(node)
     boots_before = len([e for e in lab.journal("boot") if e["node"] == node])
-    proc = lab.ansible(node, "-m", "ansible.builtin.reboot", "-a",
-                       'boot_time_command="cat /run/lab-boot-id" reboot_timeout=120')
+    proc = lab.ansible(node, "-m", "fleetos.layering.os_reboot", "-a",
+                       'reboot_command="systemctl reboot" boot_time_command="cat /run/lab-boot-id" reboot_timeout=120')
     assert '"rebooted": true' in proc.stdout
     after = lab.boot_id(node)
     assert after != before
@@ -144,8 +171,8 @@ def test_rebase_through_standin_is_booted_after_reboot(lab, tmp_path):
     assert reads, "the rebase read nothing from the registry"
     assert not base_layers & {e["digest"] for e in reads}, "the node fetched a layer it already had"
 
-    proc = lab.ansible(node, "-m", "ansible.builtin.reboot", "-a",
-                       'boot_time_command="cat /run/lab-boot-id" reboot_timeout=120')
+    proc = lab.ansible(node, "-m", "fleetos.layering.os_reboot", "-a",
+                       'reboot_command="systemctl reboot" boot_time_command="cat /run/lab-boot-id" reboot_timeout=120')
     assert '"rebooted": true' in proc.stdout
     status = lab.rpm_ostree_status(node)
     booted = [d for d in status["deployments"] if d["booted"]]
@@ -169,11 +196,11 @@ def test_faults_health_unreachable_and_slow_boot(lab):
     failed = lab.exec(node, "lab-health", check=False)
     assert failed.returncode == 1 and "unhealthy" in failed.stderr
     lab.fleetlab("fault", node, "unreachable")
-    ping = lab.ansible(node, "-m", "ansible.builtin.ping", check=False, timeout=120)
+    ping = lab.ansible(node, "-m", "ansible.builtin.raw", "-a", "true", check=False, timeout=120)
     assert ping.returncode != 0 and "UNREACHABLE" in ping.stdout
     lab.fleetlab("fault", node, "clear")
     assert lab.exec(node, "lab-health", check=False).returncode == 0
-    lab.ansible(node, "-m", "ansible.builtin.ping")
+    lab.ansible(node, "-m", "ansible.builtin.raw", "-a", "true")
 
     lab.fleetlab("fault", node, "slow-boot", "2")
     start = time.time()
@@ -327,7 +354,7 @@ except urllib.error.HTTPError as err:
 
 def test_fleetlock_server_shares_a_budget_between_nodes(lab):
     def call(node, path, ident, group="test-%s" % os.getpid()):
-        out = lab.exec(node, ["python3", "-c", FLEETLOCK_CLIENT, path, ident, group]).stdout.split(" ", 1)
+        out = lab.exec(node, [NODE_PYTHON, "-c", FLEETLOCK_CLIENT, path, ident, group]).stdout.split(" ", 1)
         return int(out[0]), json.loads(out[1])
 
     lab.fleetlab("fleetlock", "slots", "2", "--group", "test-%s" % os.getpid())
@@ -409,7 +436,7 @@ def test_a_node_has_a_dev_of_its_own(lab):
                            "/dev/urandom character special file 1:9", "/dev/tty character special file 5:0"]
     assert listing[6:] == ["pts/ptmx", "/proc/self/fd", "/proc/self/fd/0", "/proc/self/fd/1", "/proc/self/fd/2"]
     # sshd and python get ptys from the node's own devpts instance.
-    pty = lab.exec(node, ["python3", "-c", "import os; m, s = os.openpty(); print(os.ttyname(s))"]).stdout
+    pty = lab.exec(node, [NODE_PYTHON, "-c", "import os; m, s = os.openpty(); print(os.ttyname(s))"]).stdout
     assert pty.strip().startswith("/dev/pts/")
     types = lab.exec(node, "stat -f -c '%T' /dev/pts /dev/shm").stdout.split()
     assert types == ["devpts", "tmpfs"]
@@ -498,7 +525,7 @@ def test_up_grows_then_down_leaves_nothing_behind(lab):
     grown = "node%02d" % (count + 1)
     lab.fleetlab("up", "--nodes", count + 1)
     assert grown in lab.nodes
-    lab.ansible(grown, "-m", "ansible.builtin.ping")
+    lab.ansible(grown, "-m", "ansible.builtin.raw", "-a", "true")
     state = str(lab.state)
     network = lab.info["network"]
     lab.fleetlab("down")
@@ -564,7 +591,7 @@ def test_signature_server_and_signing_vars(lab):
              "    except OSError as e:\n        print('attempt', attempt, e)\n        time.sleep(5)\n"
              % (url + "fleetos-signed/none@sha256=" + "0" * 64 + "/signature-1"))
     node = lab.nodes[0]
-    answer = lab.exec(node, ["python3", "-c", probe]).stdout.strip().splitlines()
+    answer = lab.exec(node, [NODE_PYTHON, "-c", probe]).stdout.strip().splitlines()
     log = (lab.state / "sigstore.log").read_text()[-2000:] if (lab.state / "sigstore.log").exists() else ""
     assert answer[-1:] == ["404"], (answer, log)
     reads = [e for e in lab.journal("signature_read") if e.get("node") == node and e["status"] == 404]

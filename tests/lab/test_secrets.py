@@ -138,15 +138,15 @@ def test_pull_failures_are_one_sentence(lab, secret_user, tmp_path, case, module
     image = "%s/fleetos/lab-os:1.0" % lab.registry
     secrets = _vars_file(tmp_path, {"secret_password": PASSWORD})
     play = _playbook(tmp_path, [
-        {"name": "Make an empty CA dir", "ansible.builtin.file": {"path": "/var/empty-ca", "state": "directory",
-                                                                  "mode": "0755"}},
+        {"name": "Make an empty CA dir", "ansible.builtin.raw": "mkdir -p /var/empty-ca"},
         {"name": "Pull (%s)" % case, "fleetos.layering.os_image_pull": dict(module_args, image=image),
          "register": "pulled", "ignore_errors": True},
         {"name": "Report", "ansible.builtin.copy": {"content": "{{ pulled | to_json }}",
-                                                     "dest": "/var/tmp/fleetos-result.json", "mode": "0600"}},
+                                                     "dest": str(tmp_path / "result.json"), "mode": "0600"},
+         "delegate_to": "localhost"},
     ])
     run_playbook(lab, play, "-e", "@%s" % secrets)
-    result = json.loads(lab.exec(NODE, "cat /var/tmp/fleetos-result.json; rm -f /var/tmp/fleetos-result.json").stdout)
+    result = json.loads((tmp_path / "result.json").read_text())
     assert result["failed"] is True
     assert message in result["msg"], result["msg"]
     assert "Traceback" not in result["msg"]
@@ -170,14 +170,15 @@ def test_registry_down_fails_clearly_and_stages_nothing(lab, tmp_path):
          "register": "rebased", "ignore_errors": True},
         {"name": "Report", "ansible.builtin.copy": {
             "content": "{{ {'pull': pulled, 'rebase': rebased} | to_json }}",
-            "dest": "/var/tmp/fleetos-result.json", "mode": "0600"}},
+            "dest": str(tmp_path / "result.json"), "mode": "0600"},
+         "delegate_to": "localhost"},
     ])
     lab.fleetlab("registry", "stop")
     try:
         run_playbook(lab, play)
     finally:
         lab.fleetlab("registry", "start")
-    result = json.loads(lab.exec(NODE, "cat /var/tmp/fleetos-result.json; rm -f /var/tmp/fleetos-result.json").stdout)
+    result = json.loads((tmp_path / "result.json").read_text())
     for key in ("pull", "rebase"):
         assert result[key]["failed"] is True, result[key]
         assert len(result[key]["msg"].strip().splitlines()) == 1, result[key]["msg"]
