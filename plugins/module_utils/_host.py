@@ -140,6 +140,13 @@ tmp="$dst.$$.tmp"
 cp -- "$src" "$tmp" && chmod 600 "$tmp" && mv -f -- "$tmp" "$dst" || { rm -f -- "$tmp" "$keep"; exit 1; }
 """
 
+# $1 the file to remove. Exit 4: it is not there; 3: it is not a regular file (nothing removed).
+REMOVE_SCRIPT = _REGULAR + r"""
+regular "$1" || exit 3
+[ -e "$1" ] || exit 4
+rm -f -- "$1"
+"""
+
 # $1 the file PLACE_SCRIPT put in place, $2 where it kept what was there: put that back, or remove $1.
 RESTORE_SCRIPT = r"""
 if [ -e "$2" ]; then mv -f -- "$2" "$1"; else rm -f -- "$1"; fi
@@ -216,6 +223,18 @@ class Host:
         """
         args = [path, lock or path + ".lock", digest_of(expected), "%o" % mode]
         return self._script(REPLACE_SCRIPT, args, path, data=data, codes=(0, 5))[0] == 0
+
+    def remove_file(self, path):
+        """Remove the regular file ``path``; -> False when it was not there.
+
+        HostFileError (refused, nothing removed) when ``path`` is not a regular file.
+        """
+        return self._script(REMOVE_SCRIPT, [path], path, codes=(0, 4))[0] == 0
+
+    def mode(self, path):
+        """The permission bits of ``path`` on the host (``stat -c %a``), or None when it does not exist."""
+        rc, out, _err = self.run(["stat", "-c", "%a", "--", path])
+        return int(out.strip(), 8) if rc == 0 and out.strip() else None
 
     def _script(self, script, args, path, data=None, binary=False, codes=(0,)):
         """Run one of the file scripts with ``args``; -> (rc, stdout) for the exit ``codes`` the caller reads,

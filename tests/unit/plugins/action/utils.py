@@ -32,8 +32,8 @@ def fake_host(monkeypatch):
     (``command -v``, ``uname -m``, ``test``: their argv in ``state["lookups"]``), which are
     answered from ``state["which"]``
     (name -> path; a name not there is found at /usr/bin/NAME unless its path is None),
-    ``state["machine"]`` and ``test`` run here. The file scripts of ``_host`` (read, replace, place,
-    restore) run for real here too, on the test's own files (their arguments in ``state["files"]``).
+    ``state["machine"]``, and ``test`` and ``stat`` run here. The file scripts of ``_host`` (read, replace,
+    place, restore, remove) run for real here too, on the test's own files (their arguments in ``state["files"]``).
     ``state["results"]`` holds the
     ``(rc, stdout, stderr)`` of the other commands, in order; ``state["hooks"]`` maps argv[1]
     to a callable run first, as for the modules' fake.
@@ -61,11 +61,12 @@ def fake_host(monkeypatch):
             return {"rc": 0 if path else 1, "stdout": (path + "\n") if path else "", "stderr": ""}
         if words == ["uname", "-m"]:
             return {"rc": 0, "stdout": state["machine"] + "\n", "stderr": ""}
-        if words[:1] == ["test"] or (words[:2] == ["sh", "-c"] and words[2] in (
-                _host.READ_SCRIPT, _host.REPLACE_SCRIPT, _host.PLACE_SCRIPT, _host.RESTORE_SCRIPT)):
-            # test(1) and the file scripts run for real, on the test's own files.
+        if words[:1] in (["test"], ["stat"]) or (words[:2] == ["sh", "-c"] and words[2] in (
+                _host.READ_SCRIPT, _host.REPLACE_SCRIPT, _host.PLACE_SCRIPT, _host.RESTORE_SCRIPT,
+                _host.REMOVE_SCRIPT)):
+            # test(1), stat(1) and the file scripts run for real, on the test's own files.
             import subprocess
-            if words[0] != "test":
+            if words[0] not in ("test", "stat"):
                 state["files"].append(words[4:])
             proc = subprocess.run(words, input=in_data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
             return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "surrogateescape"),
