@@ -20,7 +20,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _lease
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _fleetlock, _lease
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
@@ -109,16 +109,9 @@ class ActionModule(ActionBase):
     # -- FleetLock, called from the host -------------------------------------------------
 
     def _fleetlock(self, op, args, task_vars):
-        """POST /v1/<op> from the host: -> (ok, status)."""
-        # The uri module runs on the host, over the task's connection.
-        res = self._execute_module(module_name="ansible.legacy.uri", task_vars=task_vars, module_args={
-            "url": "%s/v1/%s" % (args["fleetlock_url"].rstrip("/"), op), "method": "POST",
-            "headers": {"fleet-lock-protocol": "true"}, "body_format": "json",
-            "body": {"client_params": {"id": args["fleetlock_id"] or args["host"],
-                                       "group": args["fleetlock_group"] or "default"}},
-            "status_code": [200],
-        })
-        return res.get("status") == 200, res.get("status")
+        """POST /v1/<op> from the host (curl over the connection): -> (granted, answer)."""
+        return _fleetlock.post(ConnectionHost(self), args["fleetlock_url"], op, args["fleetlock_id"] or args["host"],
+                               args["fleetlock_group"] or "default")
 
     # -- the operations ------------------------------------------------------------------
 

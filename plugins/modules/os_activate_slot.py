@@ -46,7 +46,7 @@ description:
   - Each record operation returns the host's activation record as the fact C(os_activate_result);
     the record is built in one place, by this action.
   - This module is implemented as an action plugin on the controller; only the FleetLock calls
-    (M(ansible.builtin.uri)), the reads of O(op=prepare) and O(op=booted), the lease write of
+    (C(curl), the request body on its stdin), the reads of O(op=prepare) and O(op=booted), the lease write of
     O(op=rebooting) and, with O(activate), the boot id reads and the reboot command run on the host.
 author:
   - fleetos.layering contributors (@fleetos)

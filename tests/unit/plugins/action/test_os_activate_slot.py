@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shlex
 import os
 import tempfile
 
@@ -47,6 +48,11 @@ class World:
 
     def command(self, cmd, sudoable=True, **kwargs):
         cmd = plain(cmd)
+        if cmd.startswith("curl "):
+            # FleetLock, asked from the host: the body on curl's stdin, the status after the answer's body.
+            self.calls.append(("curl", shlex.split(cmd)[-1], json.loads(kwargs["in_data"])["client_params"]))
+            status = self.answers.pop(0) if self.answers else 200
+            return {"rc": 0, "stdout": "{}\n%d" % status, "stderr": ""}
         self.reads.append(cmd)
         answer = self.bootc if cmd.startswith("bootc ") else self.rpm_ostree
         if isinstance(answer, dict) and "rc" in answer:
@@ -113,7 +119,7 @@ def test_fleetlock_is_asked_from_the_host_until_it_grants_and_freed_after():
     result = run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL, fleetlock_group="blue",
                  fleetlock_retry_delay=2)
     assert result["granted"] and result["changed"] and world.sleeps == [2, 2]
-    assert world.calls[0] == ("ansible.legacy.uri", "http://198.51.100.1:8080/v1/pre-reboot", {"id": "n1", "group": "blue"})
+    assert world.calls[0] == ("curl", "http://198.51.100.1:8080/v1/pre-reboot", {"id": "n1", "group": "blue"})
     run(world, "n1", op="event", book=book, event="verified")
     released = run(world, "n1", op="release", book=book, fleetlock_url=URL, fleetlock_group="blue")
     assert released["unlocked"] and world.calls[-1][1] == "http://198.51.100.1:8080/v1/steady-state"
