@@ -88,6 +88,9 @@ options:
     type: path
 requirements:
   - rpm-ostree, ostree and skopeo on the managed host
+  - A Python interpreter on the managed host. Unlike the other host-side modules of this collection,
+    this one runs as a Python module on the host (it unpacks layers with Python's tarfile). On a host
+    without one (Fedora CoreOS as shipped) it fails with one sentence that names the missing interpreter.
 notes:
   - Without O(auth_file), the first of C(/run/ostree/auth.json) and C(/etc/ostree/auth.json)
     that exists is used the same way (when it has an entry for the image), as rpm-ostree would.

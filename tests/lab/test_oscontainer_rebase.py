@@ -1,7 +1,8 @@
 """oscontainer_rebase on a lab node: a legacy oscontainer (ostree repo at /srv/repo) as a rebase source.
 
-The tests use one plain node of their own (conftest's Lab.own_nodes: made after every
-node the lab has the first time, reused by a rerun). The node is put back at the lab's
+The tests use one plain node of their own with a Python interpreter, which this module alone
+needs (conftest's Lab.own_nodes: made after every node the lab has the first time, reused by a
+rerun); on a node without one it fails with one sentence. The node is put back at the lab's
 base image at the start and at the end.
 """
 
@@ -48,7 +49,7 @@ def reset_to_base(lab, node):
 
 @pytest.fixture(scope="module")
 def node(lab):
-    name = lab.own_nodes("test_oscontainer_rebase", 1)[0]
+    name = lab.own_nodes("test_oscontainer_rebase", 1, with_python=True)[0]
     lab.wait_up(name)
     reset_to_base(lab, name)
     yield name
@@ -100,6 +101,15 @@ def _assert_one_sentence_failure(result, text):
     assert text in result["msg"], result["msg"]
     assert len(result["msg"].strip().splitlines()) == 1
     assert "exception" not in result, result.get("exception")
+
+
+def test_a_host_without_python_is_told_in_one_sentence(lab, legacy, tmp_path):
+    plain = lab.nodes[0]
+    before = _deployments(lab, plain)
+    result = run_module(lab, plain, tmp_path, {"image": legacy["image"]})
+    _assert_one_sentence_failure(result, "oscontainer_rebase needs a Python interpreter on the host and %s has none"
+                                 % plain)
+    assert _deployments(lab, plain) == before
 
 
 def test_a_bootable_image_is_refused_and_nothing_is_staged(lab, node, tmp_path):
