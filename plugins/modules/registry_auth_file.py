@@ -47,7 +47,8 @@ options:
     required: true
   auth:
     description:
-      - The dockerconfigjson document, C({"auths": {"registry": {"auth": "..."}}}), as a mapping or as
+      - >-
+        The dockerconfigjson document, C({"auths": {"registry": {"auth": "..."}}}), as a mapping or as
         JSON text, with a non-empty C(auths) mapping.
       - Required with O(state=present).
     type: raw
