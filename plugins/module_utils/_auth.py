@@ -14,7 +14,9 @@ specifies: ``registry/namespace/repository``, then each shorter namespace, then 
 registry (``host`` or ``host:port``, which are different keys); legacy keys written as
 URLs (``https://index.docker.io/v1/``) match their host. The chosen entry is written,
 in the ``auth`` form, into a 0600 file in a private temporary directory that is removed
-on every path. No secret is ever put in an exception message.
+on every path: here (:func:`temporary_auth_file`), or on a ``_host.Host`` reached over a
+connection (:func:`host_auth_file`: the document on stdin, never in argv). No secret is ever
+put in an exception message.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ import stat
 import tempfile
 from contextlib import contextmanager
 
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse, shown
 
 AUTH_FILE_NAME = "auth.json"
@@ -233,14 +236,24 @@ def from_pull_secret(secret):
     return _auths_from_document(document, source)
 
 
-def from_auth_file(path):
-    """The entries of an existing containers-auth.json / docker config file."""
+def from_auth_file(path, host=None):
+    """The entries of an existing containers-auth.json / docker config file; on ``host`` (a
+    ``_host.Host``, read with ``cat``) when given, else here."""
     source = "auth file '%s'" % path
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise InvalidInputError("Failed to read the auth file '%s': %s" % (path, exc.strerror)) from None
+    if host is not None:
+        try:
+            raw = host.read_file(path)
+        except HostFileError as exc:
+            cause = "it is not a regular file" if exc.refused else str(exc).rstrip(".")
+            raise InvalidInputError("Failed to read the auth file '%s': %s" % (path, cause)) from None
+        if raw is None:
+            raise InvalidInputError("Failed to read the auth file '%s': No such file or directory" % path)
+    else:
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except OSError as exc:
+            raise InvalidInputError("Failed to read the auth file '%s': %s" % (path, exc.strerror)) from None
     try:
         document = json.loads(raw.decode("utf-8"))
     except ValueError:
@@ -258,10 +271,10 @@ def from_username(image, username, password):
     return Auths("username and password", {registry: {"auth": _encode(username, password)}})
 
 
-def credentials(image, auth_file=None, pull_secret=None, username=None, password=None):
-    """The one credential source given (or None when none is)."""
+def credentials(image, auth_file=None, pull_secret=None, username=None, password=None, host=None):
+    """The one credential source given (or None when none is); ``auth_file`` is read on ``host`` when given."""
     if auth_file:
-        return from_auth_file(auth_file)
+        return from_auth_file(auth_file, host=host)
     if pull_secret:
         return from_pull_secret(pull_secret)
     if username or password:
@@ -288,6 +301,77 @@ def temporary_auth_file(document, tmpdir=None):
         yield path
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+# Where a private auth file goes on a host: /run, a tmpfs that only root writes to.
+PRIVATE_DIRS = ("/run",)
+# $1 the prefix of the directory's name, $2 the file's name, then the directories to try first
+# (PRIVATE_DIRS). Reads the auth file on stdin into a private directory (0700, made by mktemp) under
+# the first of those, $XDG_RUNTIME_DIR (a user's own /run/user/UID) and $TMPDIR or /tmp that the user
+# can write to, as a 0600 file (umask 077), and prints the directory. Nothing is left when it fails.
+PRIVATE_AUTH_SCRIPT = r"""
+prefix=$1 file=$2
+shift 2
+umask 077
+for top in "$@" "${XDG_RUNTIME_DIR:-}" "${TMPDIR:-/tmp}"; do
+  [ -n "$top" ] && [ -d "$top" ] && [ -w "$top" ] || continue
+  dir=$(mktemp -d "$top/${prefix}XXXXXXXX") || continue
+  if cat > "$dir/$file"; then printf '%s\n' "$dir"; exit 0; fi
+  rm -rf -- "$dir"
+  exit 1
+done
+echo 'no directory to write to: /run, $XDG_RUNTIME_DIR, $TMPDIR and /tmp are not writable' >&2
+exit 1
+"""
+
+
+def _cause(err, rc):
+    """The last line of a host command's stderr, else its exit status, for a message."""
+    lines = (err or "").strip().splitlines()
+    return lines[-1].strip().rstrip(".") if lines else "exit status %d" % rc
+
+
+def _private_directory(out):
+    """The directory PRIVATE_AUTH_SCRIPT printed, or None when its output is not one."""
+    lines = out.strip("\n").split("\n") if out else []
+    path = lines[-1] if lines else ""
+    ok = path.startswith("/") and os.path.basename(path).startswith(TEMP_PREFIX) and "/../" not in path + "/"
+    return path if ok else None
+
+
+@contextmanager
+def host_auth_file(host, document):
+    """Write ``document`` to a 0600 file in a private 0700 directory on ``host`` (a ``_host.Host``),
+    under ``/run`` (a tmpfs) when the user can write there (see PRIVATE_AUTH_SCRIPT); yield its path.
+
+    The document goes to the host on stdin, never in argv. Yields None for no document. The
+    directory is removed when the block ends, whether it succeeds or raises; CommandError when it
+    cannot be written, or cannot be removed after a block that succeeded.
+    """
+    if document is None:
+        yield None
+        return
+    argv = ["sh", "-c", PRIVATE_AUTH_SCRIPT, "sh", TEMP_PREFIX, AUTH_FILE_NAME] + list(PRIVATE_DIRS)
+    rc, out, err = host.run(argv, data=json.dumps(document).encode("utf-8"))
+    directory = _private_directory(out) if rc == 0 else None
+    if directory is None:
+        cause = _cause(err, rc) if rc != 0 else "the script printed no private directory"
+        raise CommandError("Failed to write the registry credentials to a private file on the host: %s."
+                           % cause, cmd=argv, rc=rc, stderr=err)
+    remove = ["rm", "-rf", "--", directory]
+    try:
+        yield directory + "/" + AUTH_FILE_NAME
+    except BaseException:
+        # The block's own error is the one to report; the removal is still attempted.
+        try:
+            host.run(remove)
+        except Exception:  # pylint: disable=broad-except
+            pass
+        raise
+    rc, _out, err = host.run(remove)
+    if rc != 0:
+        raise CommandError("Failed to remove the private auth file directory '%s' from the host: %s."
+                           % (directory, _cause(err, rc)), cmd=remove, rc=rc, stderr=err)
 
 
 @contextmanager

@@ -136,6 +136,27 @@ def check_arguments(argument_spec, arguments, text_options=()):
             _check_value(name, option, value, name in text_options)
 
 
+def no_log_values(argument_spec, arguments):
+    """The texts an action's result must not show: every non-empty leaf value (as text) of the arguments
+    whose option is ``no_log``, as AnsibleModule gathers them for its ``no_log_values``."""
+    found = set()
+
+    def leaves(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                leaves(item)
+        elif isinstance(value, (list, tuple, set)):
+            for item in value:
+                leaves(item)
+        elif value is not None and not isinstance(value, bool) and str(value):
+            found.add(str(value))
+
+    for name, option in argument_spec.items():
+        if option.get("no_log") and (arguments or {}).get(name) is not None:
+            leaves(arguments[name])
+    return found
+
+
 def checked_module(argument_spec, text_options=(), **kwargs):
     """``AnsibleModule(argument_spec=argument_spec, **kwargs)`` once :func:`check_arguments` passes.
 
@@ -153,8 +174,19 @@ def checked_module(argument_spec, text_options=(), **kwargs):
     return basic.AnsibleModule(argument_spec=argument_spec, **kwargs)
 
 
-def check_directory(name, path, missing_ok=False):
-    """Refuse ``path`` unless it is a directory (a symlink to one is fine); ``missing_ok`` lets it not exist yet."""
+def check_directory(name, path, missing_ok=False, host=None):
+    """Refuse ``path`` unless it is a directory (a symlink to one is fine); ``missing_ok`` lets it not exist yet.
+
+    On ``host`` (a ``_host.Host``) when given, with test(1) there; else here.
+    """
+    if host is not None:
+        if host.test("-d", path):
+            return
+        if host.test("-e", path):
+            raise InvalidInputError("%s '%s' is not a directory." % (name, shown(path, 80)))
+        if missing_ok:
+            return
+        raise InvalidInputError("%s '%s' does not exist: expected a directory." % (name, shown(path, 80)))
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -30,14 +30,18 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     RPM_OSTREE_ARGS,
     RpmOstreeClient,
     has_digest,
     next_boot,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+    SKOPEO_ARGS,
+    Skopeo,
+    host_architecture,
+    resolve,
+)
 
 # The options of fleetos.layering.rpm_ostree_rebase.
 ARGUMENT_SPEC = dict(
@@ -69,7 +73,7 @@ class Resolver:
     def architecture(self):
         """The host's OCI architecture, read from the host when first needed."""
         if self._architecture is None:
-            self._architecture = oci_architecture(self.host.machine())
+            self._architecture = host_architecture(self.host)
         return self._architecture
 
     def __call__(self, ref):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 
@@ -33,6 +32,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._commands import 
     to_text,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, oci_architecture, parse
 
 # The options of every module that reads images from a registry with skopeo
@@ -211,7 +211,8 @@ def platform_digest(described, architecture):
 
 
 class Skopeo:
-    """Runs skopeo through an AnsibleModule's ``run_command``, retrying transient registry failures."""
+    """Runs skopeo on a host (a ``_host.Host``, or the AnsibleModule of a module on the host), retrying
+    transient registry failures."""
 
     def __init__(self, module, executable=None, option="executable", retries=0, retry_delay=5, sleep=None):
         self.module = module
@@ -294,9 +295,9 @@ class Skopeo:
 # the resolver
 
 
-def host_architecture():
-    """The OCI architecture of this host: ``os.uname().machine`` mapped by ``_image_ref.oci_architecture``."""
-    return oci_architecture(os.uname().machine)
+def host_architecture(host):
+    """The OCI architecture of ``host`` (a ``_host.Host``): its ``uname -m`` mapped by ``_image_ref.oci_architecture``."""
+    return oci_architecture(as_host(host).machine())
 
 
 def resolve(skopeo, image_text, architectures=(), auth_file=None, cert_dir=None, tls_verify=True):

@@ -20,11 +20,19 @@ description:
     platform O(architecture) and returns its labels, ostree commit, version and architecture.
   - With O(state=present), also fetches the image's blobs into an OCI layout cache on the
     host, so that a later rebase to the image needs no registry blob.
-  - Credentials come from an existing auth file, a dockerconfigjson pull secret, or a
-    username and password. The entry that applies to the image is chosen as
+  - Credentials come from an existing auth file on the host, a dockerconfigjson pull secret,
+    or a username and password. The entry that applies to the image is chosen as
     containers-auth.json(5) specifies (repository, then each namespace, then the
     registry) and handed to skopeo in a 0600 temporary auth file, never on the command
     line; the file is removed whether the task succeeds or fails.
+  - Implemented as an action plugin, it runs C(skopeo) on the host over the connection and
+    decides on the controller, so the host needs no Python interpreter, only skopeo, coreutils
+    and a POSIX shell. On C(localhost) (the local connection) it runs the controller's own
+    skopeo the same way. The chosen auth entry goes to the host on stdin into a private 0600
+    file under C(/run) (else under C($XDG_RUNTIME_DIR), else C($TMPDIR) or C(/tmp), for a user
+    who cannot write to C(/run)), which skopeo reads with C(--authfile); the auth file
+    O(auth_file) is read with C(cat); the cache is listed with the shell and its C(index.json)
+    read with C(cat).
   - With O(expected_digest), the task fails before anything is fetched when the
     registry's digest for the image differs.
   - Transient registry failures (connection refused or reset, timeouts, HTTP 5xx) are
@@ -72,8 +80,8 @@ options:
         names and O(state=inspected) and O(state=present) read, as an OCI architecture
         (C(amd64), C(arm64), C(ppc64le), C(s390x)), with C(/VARIANT) when the index
         distinguishes variants (C(arm/v7)).
-      - By default the managed host's own, from its machine name (C(x86_64) is C(amd64),
-        C(aarch64) is C(arm64), C(armv7l) is C(arm)).
+      - By default the managed host's own, from its machine name as C(uname -m) prints it
+        (C(x86_64) is C(amd64), C(aarch64) is C(arm64), C(armv7l) is C(arm)).
       - C(arm64) also matches an index entry C(arm64/v8); an architecture without a
         variant matches the only entry of that architecture.
       - An index without an entry for it fails the task. A single-platform image serves
@@ -114,7 +122,7 @@ options:
       - By default the binary is searched for in E(PATH).
     type: path
 requirements:
-  - skopeo on the managed host
+  - skopeo, coreutils and a POSIX shell on the host it runs on (no Python)
 notes:
   - At most one of O(auth_file), O(pull_secret) and O(username) may be given. Without
     any, the module uses the auth file rpm-ostree reads (C(/run/ostree/auth.json), else
@@ -241,219 +249,3 @@ fetched_blobs:
   elements: str
   sample: ["sha256:76ecbef4dc4358a12dbb5c29e66d839636ce69d49f84d54c8378a86753063548"]
 """
-
-import json
-import os
-import re
-import traceback
-
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
-    credentials,
-    image_scopes,
-    ostree_auth_file,
-    temporary_auth_file,
-)
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
-    FleetosError,
-    ImageError,
-    InvalidInputError,
-    sentence,
-)
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import (
-    DIGEST_FORM,
-    is_digest,
-    parse,
-    shown,
-)
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
-    FINAL_DIFFID_LABEL,
-    VERSION_LABELS,
-    first_label,
-    image_commit,
-)
-from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, Skopeo, host_architecture, resolve
-
-OSTREE_CACHE = "/sysroot/ostree/container-cache"
-DEFAULT_CACHE = "/var/cache/fleetos/images"
-REF_NAME = "org.opencontainers.image.ref.name"
-ARCHITECTURE_RE = re.compile(r"^[a-z0-9_]+(?:/[a-z0-9_]+)?$")
-
-
-def layout_blobs(cache):
-    """``algo:hex`` of every blob in an OCI layout (empty when there is none)."""
-    found = set()
-    root = os.path.join(cache, "blobs")
-    if not os.path.isdir(root):
-        return found
-    for algo in os.listdir(root):
-        algo_dir = os.path.join(root, algo)
-        if os.path.isdir(algo_dir):
-            found.update("%s:%s" % (algo, name) for name in os.listdir(algo_dir))
-    return found
-
-
-def layout_index(cache):
-    """(manifest digests, ref names) listed in an OCI layout's index.json."""
-    try:
-        with open(os.path.join(cache, "index.json"), "rb") as handle:
-            index = json.loads(handle.read().decode("utf-8"))
-    except (OSError, ValueError):
-        return set(), set()
-    digests, names = set(), set()
-    for entry in index.get("manifests") or []:
-        digests.add(entry.get("digest"))
-        name = (entry.get("annotations") or {}).get(REF_NAME)
-        if name:
-            names.add(name)
-    return digests, names
-
-
-def layout_tag(name, digest):
-    """The OCI layout ref name this module gives an image: its name and digest, sanitized."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80]
-    return "fleetos_%s_%s" % (safe, digest.split(":", 1)[-1][:16])
-
-
-def pick_cache(cache_dir):
-    if cache_dir:
-        return cache_dir
-    return OSTREE_CACHE if os.path.isdir(OSTREE_CACHE) else DEFAULT_CACHE
-
-
-def check_params(params):
-    """Refuse bad input before anything runs; -> (ImageRef, expected digest, architecture)."""
-    ref = parse(params["image"])
-    expected = params["expected_digest"]
-    if expected is not None and not is_digest(expected):
-        raise InvalidInputError("The option expected_digest '%s' is not a digest: expected %s."
-                                % (shown(expected, 80), DIGEST_FORM))
-    architecture = params["architecture"]
-    if architecture is not None and not ARCHITECTURE_RE.match(architecture):
-        raise InvalidInputError("The option architecture '%s' is invalid: expected an OCI architecture such as "
-                                "amd64, arm64 or arm/v7." % shown(architecture, 60))
-    for name in ("retries", "retry_delay"):
-        if params[name] < 0:
-            raise InvalidInputError("The option %s %d is negative: expected 0 or more." % (name, params[name]))
-    if params["ca_cert_dir"] is not None:
-        check_directory("ca_cert_dir", params["ca_cert_dir"], missing_ok=True)
-    if params["state"] == "present" and params["cache_dir"] is not None:
-        check_directory("cache_dir", params["cache_dir"], missing_ok=True)
-    return ref, expected, architecture or host_architecture()
-
-
-def pull(module, skopeo, params):
-    """Resolve (with state=inspected also inspect, with state=present also fetch) one image; -> the module result."""
-    ref, expected, architecture = check_params(params)
-    image = ref.image
-    given = any(params[name] is not None for name in ("auth_file", "pull_secret", "username"))
-    # Without credentials of its own, the module reads the auth file rpm-ostree reads, as
-    # rpm_ostree_rebase does, so that an inspection sees what the rebase will see.
-    auth_file = params["auth_file"] if given else ostree_auth_file()
-    creds = credentials(image, auth_file=auth_file, pull_secret=params["pull_secret"],
-                        username=params["username"], password=params["password"])
-    document = None
-    if creds is not None:
-        module.no_log_values.update(creds.secrets())
-        document = creds.for_image(image)
-        if document is None and given:
-            raise InvalidInputError(
-                "Failed to find credentials for image '%s': the %s has no entry for %s (entries: %s)."
-                % (image, creds.source, " or ".join("'%s'" % scope for scope in image_scopes(image)),
-                   ", ".join(sorted(creds.keys())) or "none"))
-    options = dict(cert_dir=params["ca_cert_dir"], tls_verify=params["validate_certs"])
-    with temporary_auth_file(document) as auth_file:
-        resolved = resolve(skopeo, image, (architecture,), auth_file=auth_file, **options)
-        digest, platform = resolved["digest"], resolved["platform_digests"][architecture]
-        if expected and expected not in (digest, platform):
-            served = digest if platform == digest else "%s (for %s: %s)" % (digest, architecture, platform)
-            raise ImageError("Failed to verify image '%s': the registry serves digest %s, not the expected "
-                             "digest %s." % (image, served, expected), digest=digest, expected_digest=expected)
-        result = dict(changed=False, image=resolved["image"], digest=digest, index=resolved["index"],
-                      manifests=resolved["manifests"], platform_digest=platform)
-        if params["state"] == "resolved":
-            return result
-        # The manifest for the platform, by digest: what a host of that platform pulls.
-        platform_image = ref.with_digest(platform).image
-        info = skopeo.inspect(platform_image, auth_file=auth_file, **options)
-        if info.get("Digest") != platform:
-            raise ImageError("Failed to inspect image '%s': skopeo reported digest %s, not the resolved digest %s."
-                             % (platform_image, info.get("Digest"), platform))
-        config = None
-        if "Labels" in info:
-            labels = info.get("Labels") or {}
-        else:
-            config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
-            labels = (config.get("config") or {}).get("Labels") or {}
-        if config is None and labels.get(FINAL_DIFFID_LABEL):
-            # Where the ostree base ends: the planner tells a derived image from its base.
-            config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
-        result.update(labels=labels, ostree_commit=image_commit(labels),
-                      version=first_label(labels, VERSION_LABELS),
-                      architecture=info.get("Architecture") or None,
-                      diff_ids=((config or {}).get("rootfs") or {}).get("diff_ids"))
-        if params["state"] == "present":
-            result.update(fetch(module, skopeo, ref.name, platform_image, platform, info.get("Layers") or [],
-                                pick_cache(params["cache_dir"]), auth_file, options))
-    return result
-
-
-def fetch(module, skopeo, name, pinned, digest, layers, cache, auth_file, options):
-    """Copy the image's blobs into the OCI layout ``cache``; changed when a blob was new."""
-    tag = layout_tag(name, digest)
-    before = layout_blobs(cache)
-    digests, names = layout_index(cache)
-    missing = sorted(({digest} | set(layers)) - before)
-    listed = digest in digests or tag in names
-    cached = listed and not set(layers) - before
-    fetched = [] if cached else missing
-    if not cached and not module.check_mode:
-        try:
-            os.makedirs(cache, mode=0o755, exist_ok=True)
-        except OSError as exc:
-            raise ImageError("Failed to pull image '%s': cannot create the cache directory '%s': %s."
-                             % (pinned, cache, exc.strerror)) from None
-        skopeo.copy(pinned, "oci:%s:%s" % (cache, tag), auth_file=auth_file, **options)
-        fetched = sorted(layout_blobs(cache) - before)
-    result = dict(changed=bool(fetched), cache_dir=cache, fetched_blobs=fetched)
-    if module._diff:
-        result["diff"] = dict(before=dict(image=pinned, cached=cached),
-                              after=dict(image=pinned, cached=True))
-    return result
-
-
-def main():
-    argument_spec = dict(
-        image=dict(type="str", required=True),
-        state=dict(type="str", choices=["resolved", "inspected", "present"], default="inspected"),
-        architecture=dict(type="str"),
-        pull_secret=dict(type="raw", no_log=True),
-        username=dict(type="str"),
-        password=dict(type="str", no_log=True),
-        expected_digest=dict(type="str"),
-        cache_dir=dict(type="path"),
-        executable=dict(type="path"),
-    )
-    argument_spec.update(REGISTRY_ARGS)
-    argument_spec.update(RETRY_ARGS)
-    module = checked_module(
-        argument_spec,
-        mutually_exclusive=[("auth_file", "pull_secret", "username")],
-        required_together=[("username", "password")],
-        supports_check_mode=True,
-    )
-    params = module.params
-    try:
-        skopeo = Skopeo(module, params["executable"], retries=params["retries"], retry_delay=params["retry_delay"])
-        result = pull(module, skopeo, params)
-    except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), **exc.details)
-    except Exception as exc:
-        module.fail_json(msg=sentence("Failed to pull image '%s': unexpected error: %s" % (shown(params["image"]), exc)),
-                         exception=traceback.format_exc())
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils import _auth
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import READ_SCRIPT
 
 SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")
 FIXTURES = SHARED / "reference" / "fixtures"
@@ -241,3 +243,130 @@ def test_no_document_no_file(tmp_path):
     with _auth.temporary_auth_file(None, tmpdir=str(tmp_path)) as path:
         assert path is None
         assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- on a host (the shell scripts run for real here)
+
+def test_auth_file_read_on_a_host(tmp_path):
+    host = LocalHost()
+    path = tmp_path / "auth.json"
+    path.write_text(json.dumps({"auths": {"quay.io": {"auth": b64("u:" + PASSWORD)}}}), encoding="utf-8")
+    found = _auth.credentials("quay.io/os", auth_file=str(path), host=host)
+    assert decoded(found.for_image("quay.io/os")) == ("quay.io", "u:" + PASSWORD)
+    assert found.source == "auth file '%s'" % path
+    assert host.argvs == [["sh", "-c", READ_SCRIPT, "sh", str(path)]]
+
+
+@pytest.mark.parametrize(("make", "cause"), [
+    (None, "No such file or directory"),
+    ("dir", "it is not a regular file"),
+    ("fifo", "it is not a regular file"),
+])
+def test_auth_file_on_a_host_that_cannot_be_read(tmp_path, make, cause):
+    path = tmp_path / "auth.json"
+    if make == "dir":
+        path.mkdir()
+    elif make == "fifo":
+        os.mkfifo(str(path))
+    with pytest.raises(InvalidInputError) as raised:
+        _auth.from_auth_file(str(path), host=LocalHost())
+    assert raised.value.msg == "Failed to read the auth file '%s': %s" % (path, cause)
+
+
+def test_auth_file_on_a_host_not_json(tmp_path):
+    path = tmp_path / "auth.json"
+    path.write_text("{" + PASSWORD, encoding="utf-8")
+    with pytest.raises(InvalidInputError) as raised:
+        _auth.from_auth_file(str(path), host=LocalHost())
+    assert raised.value.msg == "The auth file '%s' is not valid JSON" % path
+    assert PASSWORD not in raised.value.msg
+
+
+@pytest.fixture
+def private_dirs(monkeypatch, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setattr(_auth, "PRIVATE_DIRS", (str(run),))
+    return run
+
+
+def test_host_auth_file_is_private_sent_on_stdin_and_removed(private_dirs):
+    host = LocalHost()
+    document = _auth.from_username("quay.io/os", "u", PASSWORD).for_image("quay.io/os")
+    with _auth.host_auth_file(host, document) as path:
+        directory = os.path.dirname(path)
+        assert os.path.dirname(directory) == str(private_dirs)
+        assert os.path.basename(directory).startswith(_auth.TEMP_PREFIX)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+        assert json.loads(Path(path).read_text(encoding="utf-8")) == document
+    assert host.argvs == [["sh", "-c", _auth.PRIVATE_AUTH_SCRIPT, "sh", _auth.TEMP_PREFIX, "auth.json",
+                           str(private_dirs)], ["rm", "-rf", "--", directory]]
+    assert not any(PASSWORD in word or b64("u:" + PASSWORD) in word for argv in host.argvs for word in argv)
+    assert list(private_dirs.iterdir()) == []
+
+
+def test_host_auth_file_removed_when_the_block_raises(private_dirs):
+    seen = []
+    with pytest.raises(RuntimeError):
+        with _auth.host_auth_file(LocalHost(), {"auths": {}}) as path:
+            seen.append(os.path.exists(path))
+            raise RuntimeError("skopeo failed")
+    assert seen == [True]
+    assert list(private_dirs.iterdir()) == []
+
+
+def test_host_auth_file_without_a_document_runs_nothing():
+    host = LocalHost()
+    with _auth.host_auth_file(host, None) as path:
+        assert path is None
+    assert host.argvs == []
+
+
+@pytest.mark.parametrize("fallback", ["XDG_RUNTIME_DIR", "TMPDIR"])
+def test_host_auth_file_falls_back_to_the_user_s_own_directories(monkeypatch, tmp_path, fallback):
+    monkeypatch.setattr(_auth, "PRIVATE_DIRS", (str(tmp_path / "not-there"),))
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(chosen) if fallback == "XDG_RUNTIME_DIR" else "")
+    monkeypatch.setenv("TMPDIR", str(chosen))
+    with _auth.host_auth_file(LocalHost(), {"auths": {}}) as path:
+        assert os.path.dirname(os.path.dirname(path)) == str(chosen)
+    assert list(chosen.iterdir()) == []
+
+
+class _Host(LocalHost):
+    """A host whose commands answer as ``answers`` says (argv[0] -> (rc, out, err)), else run here."""
+
+    def __init__(self, answers):
+        super().__init__()
+        self.answers = answers
+
+    def run(self, argv, data=None, binary=False):
+        if argv[0] in self.answers:
+            self.argvs.append(list(argv))
+            return self.answers[argv[0]]
+        return super().run(argv, data, binary)
+
+
+@pytest.mark.parametrize(("answer", "cause"), [
+    ((0, "banner\n", ""), "the script printed no private directory"),
+    ((0, "/etc\n", ""), "the script printed no private directory"),
+    ((1, "", "sh: mktemp: not found\n"), "sh: mktemp: not found"),
+])
+def test_host_auth_file_refuses_what_it_cannot_clean_up(answer, cause):
+    host = _Host({"sh": answer})
+    with pytest.raises(CommandError) as raised:
+        with _auth.host_auth_file(host, {"auths": {}}):
+            pytest.fail("the block ran")
+    assert raised.value.msg == "Failed to write the registry credentials to a private file on the host: %s." % cause
+    assert [argv[0] for argv in host.argvs] == ["sh"]
+
+
+def test_host_auth_file_that_cannot_be_removed_fails_the_step(private_dirs):
+    host = _Host({"rm": (1, "", "rm: cannot remove 'x': Device or resource busy\n")})
+    with pytest.raises(CommandError) as raised:
+        with _auth.host_auth_file(host, {"auths": {}}) as path:
+            pass
+    assert raised.value.msg == ("Failed to remove the private auth file directory '%s' from the host: rm: cannot "
+                                "remove 'x': Device or resource busy." % os.path.dirname(path))

@@ -14,6 +14,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import In
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, FailJson, fake_module
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 
 SPEC = dict(
     image=dict(type="str", required=True),
@@ -132,6 +133,38 @@ def test_check_directory(tmp_path):
     with pytest.raises(InvalidInputError) as raised:
         _params.check_directory("cache_dir", "/dev/null", missing_ok=True)
     assert raised.value.msg == "cache_dir '/dev/null' is not a directory."
+
+
+def test_check_directory_on_a_host(tmp_path):
+    """The same answers with test(1) on a host, the bare-bones way (one test for an existing directory)."""
+    host = LocalHost()
+    (tmp_path / "file").write_text("x")
+    os.symlink(str(tmp_path), str(tmp_path / "link"))
+    os.symlink(str(tmp_path / "gone"), str(tmp_path / "dangling"))
+    for path in (tmp_path, tmp_path / "link"):
+        del host.argvs[:]
+        _params.check_directory("tmpdir", str(path), host=host)
+        assert host.argvs == [["test", "-d", str(path)]]
+    for path in (tmp_path / "new", tmp_path / "dangling"):
+        _params.check_directory("cache_dir", str(path), missing_ok=True, host=host)
+    for path, message in ((tmp_path / "file", "cache_dir '%s' is not a directory."),
+                          ("/dev/null", "cache_dir '%s' is not a directory."),
+                          (tmp_path / "new", "cache_dir '%s' does not exist: expected a directory."),
+                          (tmp_path / "file" / "x", "cache_dir '%s' does not exist: expected a directory.")):
+        with pytest.raises(InvalidInputError) as raised:
+            _params.check_directory("cache_dir", str(path), host=host)
+        assert raised.value.msg == message % path
+
+
+def test_no_log_values():
+    spec = {"password": {"type": "str", "no_log": True}, "pull_secret": {"type": "raw", "no_log": True},
+            "auth_file": {"type": "path", "no_log": False}, "username": {"type": "str"}}
+    arguments = {"password": "pw", "auth_file": "/etc/auth.json", "username": "robot",
+                 "pull_secret": {"auths": {"r": {"username": "u1", "password": "p1", "n": 5, "b": True, "e": ""}},
+                                 "list": ["l1", None]}}
+    assert _params.no_log_values(spec, arguments) == {"pw", "u1", "p1", "5", "l1"}
+    assert _params.no_log_values(spec, {"pull_secret": '{"auths": {}}'}) == {'{"auths": {}}'}
+    assert _params.no_log_values(spec, {"password": None}) == set()
 
 
 @pytest.mark.parametrize(("msg", "text"), [

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils import _skopeo
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
@@ -410,6 +411,9 @@ def test_permanent_failures_are_not_retried(stderr):
     assert len(module.calls) == 1 and slept == []
 
 
-def test_host_architecture(monkeypatch):
-    monkeypatch.setattr(_skopeo.os, "uname", type("Uname", (), {"machine": "aarch64"}))
-    assert _skopeo.host_architecture() == "arm64"
+@pytest.mark.parametrize(("machine", "architecture"), [("aarch64", "arm64"), ("x86_64", "amd64")])
+def test_host_architecture(machine, architecture):
+    class Machine(LocalHost):
+        def machine(self):
+            return machine
+    assert _skopeo.host_architecture(Machine()) == architecture
