@@ -21,21 +21,20 @@ bootc names its own transports (``registry``, ``containers-storage``, ``oci``,
 grammar (``_image_ref``), an image of the last two is ``PATH[:REFERENCE]`` of an OCI
 layout or archive on the host, whose digest :func:`oci_layout_digest` reads from the
 layout's ``index.json``.
+
+Everything runs on a ``_host.Host``: over an action plugin's connection the host needs bootc,
+coreutils and a POSIX shell (``tar`` to read an oci-archive), no Python.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
-import os
-import tarfile
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import RUN_AUTH_FILE
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import default_cause, find_executable, run_command
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     ImageError,
@@ -57,6 +56,21 @@ NAMED_TRANSPORTS = (REGISTRY, CONTAINERS_STORAGE)
 # libostree's sysroot lock (OSTREE_SYSROOT_LOCKFILE under the sysroot): bootc, rpm-ostreed and
 # ``ostree admin`` hold it while they change deployments, and bootc waits for it without end.
 SYSROOT_LOCK = "/sysroot/ostree/lock"
+
+# $1 the lock file. libostree takes it with an open file description lock (fcntl F_OFD_SETLKW; a BSD
+# flock only on a kernel without those), which never conflicts with a flock: flock(1) would find it
+# free while bootc waits for it. The kernel's table of held locks, /proc/locks, names each file by
+# device and inode, so the script prints the file's (stat) and the table, and the controller matches
+# them (lock_held). Exit 4: there is no lock file (libostree removes it as it lets go): nobody holds it.
+LOCK_SCRIPT = r"""
+id=$(stat -c '%d %i' -- "$1" 2>/dev/null) || exit 4
+printf '%s\n' "$id"
+exec cat /proc/locks
+"""
+# The kinds of lock in /proc/locks that make another taker wait: fcntl record locks, open file
+# description locks and BSD flock locks (not leases or delegations).
+LOCK_KINDS = ("POSIX", "OFDLCK", "FLOCK")
+
 OCI_REF_NAME = "org.opencontainers.image.ref.name"
 
 # Fields of the host-v1 schema that bootc_info deliberately does not report (see the unit test
@@ -245,6 +259,9 @@ def parse_status(doc):
     ``is_bootc`` is false when bootc did not boot the host (``status.booted`` is null): the
     other facts are then null, empty or false. ``cached_update`` is what ``bootc upgrade
     --check`` found for the next boot's image (the staged entry, else the booted one).
+    ``reboot_required`` is whether the next boot changes the deployment: a queued rollback, or a
+    staged deployment that is not download-only (an ordinary reboot does not apply a
+    ``downloadOnly`` one: only ``bootc upgrade --from-downloaded`` unlocks it).
     """
     doc = _load(doc)
     status = doc.get("status") if isinstance(doc.get("status"), dict) else {}
@@ -266,7 +283,7 @@ def parse_status(doc):
         "deployments": deployments,
         "cached_update": next_entry["cached_update"] if next_entry else None,
         "rollback_queued": rollback_queued,
-        "reboot_required": entries["staged"] is not None or rollback_queued,
+        "reboot_required": (entries["staged"] is not None and not entries["staged"]["download_only"]) or rollback_queued,
         "read_only": bool(status.get("readOnly", False)),
         "usr_overlay": _usr_overlay(status.get("usrOverlay")),
         "spec_image": _image_of({"image": spec_image}) if spec_image else None,
@@ -329,28 +346,41 @@ def _select_manifest(index, reference, where):
     return digest
 
 
-def oci_layout_digest(image, transport):
-    """The digest of the manifest an oci (directory) or oci-archive (tar) image names, read on the host.
+def _read_index(host, path, transport, where):
+    """The bytes of the ``index.json`` of the OCI layout directory or archive at ``path`` on ``host``."""
+    if transport == OCI:
+        try:
+            data = host.read_file(path.rstrip("/") + "/index.json")
+        except HostFileError as exc:
+            raise ImageError("Failed to read the OCI layout %s: %s." % (where, str(exc).rstrip("."))) from None
+        if data is None:
+            raise ImageError("Failed to read the OCI layout %s: no index.json." % where)
+        return data
+    argv = ["tar", "-x", "-O", "-f", path, "index.json"]
+    rc, out, err = run_command(host, argv, "read the OCI layout %s" % where, ok_rcs=range(256), binary=True)
+    if rc == 0:
+        return out
+    # tar's first complaint is the cause: "index.json: Not found in archive" follows any other one.
+    cause = default_cause("", err, rc)
+    if cause.startswith("tar: "):
+        cause = cause[len("tar: "):]
+    if cause.lower().endswith("not found in archive"):
+        raise ImageError("Failed to read the OCI layout %s: no index.json." % where)
+    raise ImageError("Failed to read the OCI layout %s: %s." % (where, cause.rstrip(".")), cmd=argv, rc=rc, stderr=err)
 
-    Only ``index.json`` is read: the entry whose ``org.opencontainers.image.ref.name`` is the
-    image's reference, or the only entry when the image names none.
+
+def oci_layout_digest(host, image, transport):
+    """The digest of the manifest an oci (directory) or oci-archive (tar) image names, read on ``host``.
+
+    Only ``index.json`` is read (``cat`` of the directory's, ``tar -x -O`` of the archive's): the
+    entry whose ``org.opencontainers.image.ref.name`` is the image's reference, or the only entry
+    when the image names none.
     """
     path, _sep, reference = image.partition(":")
     where = "'%s'" % _image_ref.shown(path, 80)
+    data = _read_index(as_host(host), path, transport, where)
     try:
-        if transport == OCI:
-            with open(os.path.join(path, "index.json"), "rb") as handle:
-                data = handle.read()
-        else:
-            with tarfile.open(path, "r:*") as archive:
-                member = archive.extractfile("index.json")
-                if member is None:
-                    raise KeyError("index.json")
-                data = member.read()
         index = json.loads(data)
-    except (OSError, KeyError, tarfile.TarError) as exc:
-        cause = getattr(exc, "strerror", None) or "no index.json"
-        raise ImageError("Failed to read the OCI layout %s: %s." % (where, cause)) from None
     except ValueError:
         raise ImageError("Failed to read the OCI layout %s: its index.json is not JSON." % where) from None
     return _select_manifest(index, reference, where)
@@ -360,13 +390,13 @@ def oci_layout_digest(image, transport):
 # the target of bootc_switch
 
 
-def target_image(params, resolve_tag):
+def target_image(params, resolve_tag, host=None):
     """-> ``(image, digest)``: the image text bootc gets (pinned where the transport can pin) and its digest.
 
     ``params`` holds ``image``, ``transport``, ``digest`` and ``allow_tag``; ``resolve_tag(ref)``
-    returns the digest of a registry ImageRef that has only a tag. Bad input raises
-    InvalidInputError before anything runs; an OCI layout whose index names another digest
-    raises ImageError.
+    returns the digest of a registry ImageRef that has only a tag; an OCI layout is read on
+    ``host`` (a ``_host.Host``). Bad input raises InvalidInputError before anything runs; an OCI
+    layout whose index names another digest raises ImageError.
     """
     image, transport, digest = params["image"], params["transport"], params["digest"]
     if transport not in TRANSPORTS:
@@ -399,11 +429,50 @@ def target_image(params, resolve_tag):
     if digest is not None and not _image_ref.is_digest(digest):
         raise InvalidInputError("digest '%s' is not a digest: expected %s."
                                 % (_image_ref.shown(digest, 80), _image_ref.DIGEST_FORM))
-    named = oci_layout_digest(image, transport)
+    named = oci_layout_digest(host, image, transport)
     if digest is not None and named != digest:
         raise ImageError("The %s image '%s' is at %s, not at digest %s: nothing was staged."
                          % (transport, _image_ref.shown(image), named, digest), digest=named, expected_digest=digest)
     return image, named
+
+
+# --------------------------------------------------------------------------
+# the sysroot lock (pure functions)
+
+
+def linux_device(number):
+    """``(major, minor)`` of a Linux device number as stat(1) ``%d`` prints it (glibc's encoding)."""
+    major = ((number >> 8) & 0xFFF) | ((number >> 32) & 0xFFFFF000)
+    minor = (number & 0xFF) | ((number >> 12) & 0xFFFFFF00)
+    return major, minor
+
+
+def lock_held(output):
+    """Whether :data:`LOCK_SCRIPT`'s output (the lock file's ``DEVICE INODE``, then /proc/locks) shows a
+    lock held on the file.
+
+    A line of /proc/locks is ``ID: KIND MODE ACCESS PID MAJOR:MINOR:INODE START END``, the device
+    numbers in hex; a process waiting for a lock has ``->`` before its kind, and is no holder.
+    """
+    lines = output.splitlines()
+    try:
+        device, inode = (int(word) for word in lines[0].split())
+    except (IndexError, ValueError):
+        raise CommandError("Failed to check the ostree sysroot lock: stat printed no device and inode (%s)."
+                           % _image_ref.shown(lines[0] if lines else "nothing", 60)) from None
+    wanted = linux_device(device) + (inode,)
+    for line in lines[1:]:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] not in LOCK_KINDS:
+            continue
+        parts = fields[5].split(":")
+        try:
+            found = (int(parts[0], 16), int(parts[1], 16), int(parts[2]))
+        except (IndexError, ValueError):
+            continue
+        if found == wanted:
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------
@@ -447,22 +516,15 @@ class BootcClient:
         return parse_status(out)
 
     def _lock_held(self):
-        """True when another process holds the ostree sysroot lock (probed without waiting)."""
-        try:
-            fd = os.open(self.lock_path, os.O_RDWR)
-        except OSError:
+        """True when a process holds the ostree sysroot lock, read without waiting (:data:`LOCK_SCRIPT`)."""
+        argv = ["sh", "-c", LOCK_SCRIPT, "sh", self.lock_path]
+        rc, out, err = self.host.run(argv)
+        if rc == 4:
             return False
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                return True
-            raise
-        else:
-            fcntl.lockf(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-        return False
+        if rc != 0:
+            raise CommandError("Failed to check the ostree sysroot lock (%s): %s." % (
+                self.lock_path, default_cause(out, err, rc).rstrip(".")), cmd=argv, rc=rc, stdout=out, stderr=err)
+        return lock_held(out)
 
     def wait_idle(self, action):
         """Return once the sysroot lock is free; retry ``retries`` times, then raise TransactionBusyError."""

@@ -58,7 +58,7 @@ EXAMPLES = r"""
 - name: Fail when a reboot is pending
   ansible.builtin.assert:
     that: not __os_bootc.reboot_required
-    fail_msg: "{{ inventory_hostname }} has a staged deployment or a queued rollback"
+    fail_msg: "{{ inventory_hostname }} has a staged deployment that the next boot applies, or a queued rollback"
 """
 
 RETURN = r"""
@@ -259,9 +259,11 @@ rollback_queued:
   sample: false
 reboot_required:
   description:
-    - Whether the next boot changes the deployment - a staged deployment exists or a rollback is queued.
-    - A staged deployment with RV(booted.download_only=true) is applied only after
-      C(bootc upgrade --from-downloaded); an ordinary reboot boots the booted deployment again.
+    - Whether the next boot changes the deployment - a staged deployment that is not download-only exists,
+      or a rollback is queued.
+    - V(false) for a staged deployment with C(download_only=true) (see RV(booted.download_only)), which is
+      applied only after C(bootc upgrade --from-downloaded); an ordinary reboot boots the booted deployment
+      again. RV(staged) still reports it.
   returned: success
   type: bool
   sample: false

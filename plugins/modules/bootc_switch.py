@@ -22,10 +22,16 @@ description:
   - By default the deployment is staged with C(--download-only) - an unplanned reboot boots
     the current deployment again - so that staging is the first phase of a two-phase rollout;
     the second phase applies it with C(bootc upgrade --from-downloaded) and a reboot.
-  - Never reboots the host (never passes C(--apply)); RV(reboot_required) tells whether the
-    next boot changes the deployment.
+  - Never reboots the host (never passes C(--apply)). RV(staged) tells whether the image waits in a
+    staged deployment for the activation; RV(reboot_required) whether an ordinary reboot applies it
+    (not a download-only one).
   - Bad input (an unknown transport, an image with a tag and no digest without O(allow_tag),
     an image whose O(labels) say it is not bootable) and a busy bootc fail before anything is staged.
+  - Implemented as an action plugin, it runs C(bootc) on the host over the connection and decides on
+    the controller, so the host needs no Python interpreter, only bootc, coreutils and a POSIX shell;
+    skopeo to resolve a V(registry) tag, C(tar) to read an V(oci-archive). O(auth_file) is copied (0600)
+    to C(/run/ostree/auth.json), where bootc reads it, by a shell script on the host for the switch only,
+    and what was there is put back.
 author:
   - fleetos.layering contributors (@fleetos)
 extends_documentation_fragment:
@@ -37,9 +43,9 @@ attributes:
   check_mode:
     support: full
     details:
-      - Predicts C(changed) and the diff from C(bootc status); never calls C(bootc switch).
-        A tag (with O(allow_tag=true)) is still resolved on the host, reading only the
-        manifest or the layout's C(index.json).
+      - Predicts C(changed) and the diff from C(bootc status); never calls C(bootc switch) and
+        never touches the sysroot lock or C(/run/ostree/auth.json). A tag (with O(allow_tag=true))
+        is still resolved on the host, reading only the manifest or the layout's C(index.json).
   diff_mode:
     support: full
   idempotent:
@@ -64,7 +70,8 @@ options:
   digest:
     description:
       - The manifest digest of an V(oci) or V(oci-archive) image, C(sha256:<64 hex digits>).
-      - The layout's C(index.json) must name this digest for the reference, otherwise nothing is staged.
+      - The layout's C(index.json) must name this digest for the reference, otherwise nothing is staged. It is
+        read on the host with C(cat) (V(oci)) or C(tar -x -O) (V(oci-archive)).
       - Required for those transports unless O(allow_tag=true), which takes the digest C(index.json) names.
       - Refused for V(registry) and V(containers-storage), whose digest is part of O(image).
     type: str
@@ -119,8 +126,9 @@ options:
       - The same file is given to C(skopeo) to resolve a tag.
     type: path
 requirements:
-  - bootc on the managed host
+  - bootc, coreutils and a POSIX shell on the managed host (no Python)
   - skopeo on the managed host, to resolve a V(registry) tag (O(allow_tag=true))
+  - tar on the managed host, to read the C(index.json) of an V(oci-archive) image
 seealso:
   - module: fleetos.layering.bootc_info
   - module: fleetos.layering.rpm_ostree_rebase
@@ -131,6 +139,9 @@ notes:
   - bootc waits without end for the ostree sysroot lock. Before switching, the module checks the lock
     (C(/sysroot/ostree/lock)) without waiting, retries O(retries) times O(retry_delay) seconds apart, and
     fails with "bootc is busy" when it is still held.
+  - libostree takes that lock with an open file description lock (C(fcntl)), which C(flock) cannot see. The
+    check runs C(stat) of the lock file and reads C(/proc/locks), the kernel's table of held locks, and looks
+    for a lock on that file's device and inode.
   - An OCI index (multi-architecture) digest is reported by bootc as the host's per-platform manifest digest;
     the module accepts a deployment whose reference pins the index digest or whose C(imageDigest) is the
     given digest. An OCI layout entry should be a manifest, not an index.
@@ -144,8 +155,8 @@ EXAMPLES = r"""
   register: __os_switch
 
 - name: Apply it in the window (the reboot is a separate, planned step)
-  ansible.builtin.command: bootc upgrade --from-downloaded
-  when: __os_switch.after.download_only
+  ansible.builtin.raw: bootc upgrade --from-downloaded
+  when: __os_switch.staged and __os_switch.after.download_only
   changed_when: true
 
 - name: Stage an image from an OCI archive on the host, checking its labels
@@ -228,13 +239,25 @@ after:
     digest: sha256:f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3
     checksum: 3c6dad657109522e0b2e49bf44b5420f16f0b438b5b9357e5132211cfbad135d
     download_only: true
-reboot_required:
+staged:
   description:
-    - Whether the next boot changes the deployment (a staged deployment exists or a rollback is queued).
-    - A download-only staged deployment is applied only after C(bootc upgrade --from-downloaded).
+    - Whether RV(after) is the staged deployment, at the target digest, waiting for the activation - a reboot,
+      after C(bootc upgrade --from-downloaded) when it is download-only (C(download_only) in RV(after)).
+    - V(false) when the host is booted at the digest with nothing staged (or boots it next through a queued
+      rollback).
   returned: success
   type: bool
   sample: true
+  version_added: 0.3.0
+reboot_required:
+  description:
+    - Whether the next boot changes the deployment - a staged deployment that is not download-only, or a
+      queued rollback; the RV(fleetos.layering.bootc_info#module:reboot_required) of the host after the task.
+    - V(false) for a download-only staged deployment (the default O(download_only=true)), which an ordinary
+      reboot does not apply; RV(staged) tells that it waits for the activation.
+  returned: success
+  type: bool
+  sample: false
 diff:
   description: The next deployment's image, transport and digest before and after, as text.
   returned: success
@@ -243,126 +266,3 @@ diff:
     before: "reference: registry.example.com/os/rhel-bootc@sha256:0b5c...6253\ntransport: registry\ndigest: sha256:0b5c...6253\n"
     after: "reference: registry.example.com/os/rhel-bootc@sha256:f55b...75a3\ntransport: registry\ndigest: sha256:f55b...75a3\n"
 """
-
-import os
-import traceback
-
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import placed_auth_file
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostree_auth_file
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
-    CommandError,
-    FleetosError,
-    ImageError,
-    InvalidInputError,
-    sentence,
-)
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
-from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
-
-
-def diff_text(summary):
-    return "reference: %s\ntransport: %s\ndigest: %s\n" % (summary["reference"], summary["transport"], summary["digest"])
-
-
-def tag_resolver(module):
-    """-> resolve(ref): the digest of a registry tag, read with skopeo on the host (the manifest only)."""
-    def resolve_tag(ref):
-        params = module.params
-        skopeo = Skopeo(module, params["skopeo_executable"], option="skopeo_executable",
-                        retries=params["retries"], retry_delay=params["retry_delay"])
-        auth_file = params["auth_file"] or ostree_auth_file(_bootc.AUTH_FILES)
-        return resolve(skopeo, ref.image, (), auth_file=auth_file)["digest"]
-    return resolve_tag
-
-
-def check_input(params):
-    """Refuse bad input that the argument spec cannot express, before anything runs."""
-    if params["auth_file"] and not os.path.isfile(params["auth_file"]):
-        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file." % shown(params["auth_file"], 80))
-    for name in ("retries", "retry_delay"):
-        if params[name] < 0:
-            raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
-    labels = params["labels"]
-    if labels is not None and not is_bootable(labels):
-        raise InvalidInputError("image '%s' is not bootable: its labels set neither containers.bootc nor "
-                                "ostree.bootable." % shown(params["image"]))
-
-
-def run_module(module, client, resolve_tag):
-    params = module.params
-    image, digest = _bootc.target_image(params, resolve_tag)
-    transport = params["transport"]
-    status = client.status()
-    if not status["is_bootc"]:
-        raise CommandError("Failed to switch to %s image '%s': bootc did not boot this host (its status reports no "
-                           "booted deployment)." % (transport, shown(image)))
-    result = {"changed": False, "image": image, "transport": transport, "digest": digest}
-    before = _bootc.summarize(_bootc.next_boot(status))
-    if _bootc.has_digest(_bootc.next_boot(status), digest):
-        result.update(before=before, after=before, reboot_required=status["reboot_required"],
-                      diff={"before": diff_text(before), "after": diff_text(before)})
-        return result
-
-    if module.check_mode:
-        after = {"reference": image, "transport": transport, "digest": digest, "checksum": None,
-                 "download_only": params["download_only"]}
-        result.update(changed=True, before=before, after=after, reboot_required=True,
-                      diff={"before": diff_text(before), "after": diff_text(after)})
-        return result
-
-    with placed_auth_file(params["auth_file"], _bootc.AUTH_FILES[0]):
-        client.switch(image, transport, download_only=params["download_only"], retain=params["retain"],
-                      enforce_sigpolicy=params["enforce_container_sigpolicy"])
-    status = client.status()
-    staged = status["staged"]
-    after = _bootc.summarize(staged)
-    if not _bootc.has_digest(staged, digest):
-        raise CommandError("Failed to switch to %s image '%s': bootc finished, but the staged deployment is at %s." % (
-            transport, shown(image), after["digest"] or "nothing"), before=before, after=after)
-    # Only an image that is its ostree base alone names the commit the host imports; a derived
-    # image (layers after ostree.final-diffid) becomes a merge commit of the host's own.
-    commit = imported_commit(params["labels"] or {})
-    if commit and after["checksum"] != commit:
-        raise ImageError("Failed to switch to %s image '%s': the staged commit %s is not the commit %s its labels "
-                         "name." % (transport, shown(image), after["checksum"], commit), before=before, after=after)
-    result.update(changed=True, before=before, after=after, reboot_required=status["reboot_required"],
-                  diff={"before": diff_text(before), "after": diff_text(after)})
-    return result
-
-
-def main():
-    argument_spec = dict(
-        image=dict(type="str", required=True),
-        transport=dict(type="str", default="registry", choices=list(_bootc.TRANSPORTS)),
-        digest=dict(type="str"),
-        allow_tag=dict(type="bool", default=False),
-        download_only=dict(type="bool", default=True),
-        retain=dict(type="bool", default=False),
-        enforce_container_sigpolicy=dict(type="bool", default=False),
-        labels=dict(type="dict"),
-        auth_file=dict(type="path", no_log=False),
-    )
-    argument_spec.update(RETRY_ARGS)
-    argument_spec.update(_bootc.BOOTC_ARGS)
-    argument_spec.update(SKOPEO_ARGS)
-    module = checked_module(argument_spec, supports_check_mode=True)
-    try:
-        # Bad input is refused before bootc is even looked for.
-        check_input(module.params)
-        client = _bootc.BootcClient(module, executable=module.params["executable"],
-                                    retries=module.params["retries"], retry_delay=module.params["retry_delay"])
-        result = run_module(module, client, tag_resolver(module))
-    except FleetosError as exc:
-        module.fail_json(msg=sentence(exc.msg), **exc.details)
-    except Exception as exc:
-        module.fail_json(msg=sentence("Failed to switch to image '%s': %s" % (shown(module.params["image"]), exc)),
-                         exception=traceback.format_exc())
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

@@ -114,7 +114,10 @@ deployments:
   elements: dict
   sample: []
 reboot_required:
-  description: Whether the next boot changes the deployment (a staged deployment, a queued rollback).
+  description:
+    - Whether the next boot changes the deployment (a staged deployment, a queued rollback).
+    - On a bootc host, V(false) for a download-only staged deployment (RV(staged) with C(download_only=true)),
+      which an ordinary reboot does not apply.
   returned: success
   type: bool
   sample: false

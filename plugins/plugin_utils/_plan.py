@@ -41,7 +41,6 @@ transport stages it (exactly as asked: never weakened), and the action:
 
 from __future__ import annotations
 
-from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
@@ -364,8 +363,10 @@ def activation(plan, stage_result=None):
     """Whether the host is to be activated after the stage, how, and the checksum of its staged deployment.
 
     A host planned ``activate`` has the target staged already (the plan read its checksum);
-    a host planned ``stage`` is activated when its stage staged a deployment that needs a
-    reboot (``os_stage_result``); a host planned ``verify`` (a killed rollout rebooted it
+    a host planned ``stage`` is activated when its stage left the target in a staged
+    deployment (``os_stage_result``: ``staged_checksum`` set), whether or not an ordinary
+    reboot would apply it (bootc's download-only deployment has ``reboot_required`` false,
+    and the activation applies it); a host planned ``verify`` (a killed rollout rebooted it
     into the target) is verified without a reboot, before any other host (``order`` 0);
     any other host is not activated.
     """
@@ -376,6 +377,6 @@ def activation(plan, stage_result=None):
     if plan.get("action") == "activate":
         return {"activate": True, "mode": "finalize", "order": 1, "staged_checksum": plan.get("staged_checksum")}
     if plan.get("action") == "stage" and stage_result.get("status") == "staged" \
-            and boolean(stage_result.get("reboot_required"), strict=False):
+            and stage_result.get("staged_checksum") not in (None, ""):
         return {"activate": True, "mode": "finalize", "order": 1, "staged_checksum": stage_result.get("staged_checksum")}
     return {"activate": False, "mode": "finalize", "order": 1, "staged_checksum": None}

@@ -7,10 +7,13 @@ each host with bootc where bootc booted it, stages with `bootc switch --download
 rollback`. What each node booted is read here with the node's own tool.
 
 The four nodes are this module's own (`fleetlab claim`); the images are new on every run,
-so a run never depends on where the last one left them.
+so a run never depends on where the last one left them. The last test runs bootc_switch alone
+on a bootc node without Python: check mode, its busy check against an open file description lock
+held on the node's sysroot lock, and the download-only stage as bootc_info and os_info read it.
 """
 
 import json
+import shlex
 import time
 import uuid
 
@@ -19,6 +22,7 @@ import yaml
 
 from conftest import REPO, read_hosts
 from test_integration_targets import run_playbook
+from test_no_python import ansible
 from test_rollout import _journal_intervals, _max_concurrent
 
 ROLLOUT = REPO / "playbooks" / "rollout.yml"
@@ -166,3 +170,57 @@ def test_a_bootc_node_on_a_disk_images_commit_is_switched_not_rewritten(lab, mix
         assert [e for e in events if e["event"] == "reboot" and e.get("node") == node] == []
     finally:
         lab.exec(node, "rpm-ostree cleanup -p >/dev/null; rm -f /run/ostree/staged-deployment-locked")
+
+
+# An open file description lock on the node's sysroot lock, as libostree (glnx_make_lock_file) takes it,
+# held until the process is killed; run by the stand-ins' private interpreter (lab/README.md).
+HOLD_SYSROOT_LOCK = (
+    "import fcntl, os, struct, time\n"
+    "fd = os.open('/sysroot/ostree/lock', os.O_RDWR | os.O_CREAT, 0o600)\n"
+    "fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack('hhqqi4x', fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))\n"
+    "time.sleep(120)\n")
+
+
+def test_bootc_switch_needs_no_python_and_waits_for_the_sysroot_lock(lab, mixed):
+    """bootc_switch on a bootc node without Python: check mode, then a switch refused while the sysroot lock is
+    held (an OFD lock, which flock cannot see) and staged once it is free: download-only, staged, and no reboot
+    required, as bootc_info and os_info read it after."""
+    node = mixed["bootc"][-1]
+    target = "%s@%s" % (mixed["image"].rsplit(":", 1)[0], mixed["digest"])
+    clean = "rpm-ostree cleanup -p >/dev/null; rm -f /run/ostree/staged-deployment-locked"
+    lab.exec(node, clean)
+    assert lab.exec(node, "command -v python3", check=False).returncode != 0
+    assert booted_digest(lab, mixed, node) != mixed["digest"]
+    try:
+        predicted = ansible(lab, node, "fleetos.layering.bootc_switch", {"image": target}, check=True)
+        assert (predicted["changed"], predicted["staged"], predicted["reboot_required"]) == (True, True, False)
+        assert json.loads(lab.exec(node, ["bootc", "status", "--format=json"]).stdout)["status"]["staged"] is None
+
+        holder = lab.exec(node, "setsid /usr/libexec/fleetlab/python3 -c %s </dev/null >/dev/null 2>/run/holder.err & "
+                          "echo $!" % shlex.quote(HOLD_SYSROOT_LOCK)).stdout.strip()
+        try:
+            inode = lab.exec(node, "for i in $(seq 50); do [ -e /sysroot/ostree/lock ] && grep -q OFDLCK /proc/locks "
+                                   "&& break; sleep 0.1; done; cat /run/holder.err >&2; stat -c %i /sysroot/ostree/lock"
+                             ).stdout.strip()
+            assert (":%s " % inode) in lab.exec(node, ["cat", "/proc/locks"]).stdout
+            busy = ansible(lab, node, "fleetos.layering.bootc_switch",
+                           {"image": target, "retries": 1, "retry_delay": 1}, failed=True)
+            assert busy["msg"].startswith("Failed to switch to registry image '%s' because bootc is busy: another "
+                                          "process still held the ostree sysroot lock (/sysroot/ostree/lock) after 2 "
+                                          "attempts" % target), busy
+        finally:
+            lab.exec(node, ["kill", holder], check=False)
+        assert json.loads(lab.exec(node, ["bootc", "status", "--format=json"]).stdout)["status"]["staged"] is None
+
+        staged = ansible(lab, node, "fleetos.layering.bootc_switch", {"image": target, "retries": 5, "retry_delay": 1})
+        assert (staged["changed"], staged["staged"], staged["reboot_required"]) == (True, True, False), staged
+        assert staged["after"]["digest"] == mixed["digest"] and staged["after"]["download_only"] is True
+        raw = json.loads(lab.exec(node, ["bootc", "status", "--format=json"]).stdout)["status"]["staged"]
+        assert raw["downloadOnly"] is True and raw["image"]["imageDigest"] == mixed["digest"]
+        for module in ("fleetos.layering.bootc_info", "fleetos.layering.os_info"):
+            read = ansible(lab, node, module)
+            assert read["staged"]["download_only"] is True and read["reboot_required"] is False, (module, read)
+        again = ansible(lab, node, "fleetos.layering.bootc_switch", {"image": target})
+        assert (again["changed"], again["staged"], again["reboot_required"]) == (False, True, False)
+    finally:
+        lab.exec(node, clean)

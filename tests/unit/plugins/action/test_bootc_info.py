@@ -111,7 +111,10 @@ def test_reads_every_bootc_sample(fake, path, check_mode):
         status[role]["image"]["imageDigest"] for role in ("staged", "booted", "rollback") if status.get(role)]
     rollback_queued = status.get("rollbackQueued", False)
     assert result["rollback_queued"] is rollback_queued
-    assert result["reboot_required"] is (status.get("staged") is not None or rollback_queued)
+    # The next boot changes the deployment: a queued rollback, or a staged one that is not download-only.
+    staged = status.get("staged")
+    assert result["reboot_required"] is ((staged is not None and not staged.get("downloadOnly", False))
+                                         or rollback_queued)
     next_entry = status.get("staged") or status["booted"]
     cached = next_entry.get("cachedUpdate")
     if cached and cached["imageDigest"] != next_entry["image"]["imageDigest"]:
@@ -121,6 +124,22 @@ def test_reads_every_bootc_sample(fake, path, check_mode):
     booted_arch = status["booted"]["image"].get("architecture")
     assert result["architecture"] == (booted_arch or "amd64")
     assert result["spec_image"]["reference"] == sample["spec"]["image"]["image"]
+
+
+DOWNLOAD_ONLY = FIXTURES / "bootc-status__bootc-fixture__staged-download-only.yaml"
+
+
+@pytest.mark.skipif(not DOWNLOAD_ONLY.is_file(), reason="bootc's staged-download-only sample is read from %s, which "
+                    "is absent" % FIXTURES)
+def test_a_download_only_staged_deployment_needs_no_ordinary_reboot(fake):
+    sample = load_sample(DOWNLOAD_ONLY)
+    fake["results"] = [(0, json.dumps(sample), "")]
+    result = run_action(bootc_info, {})
+    assert sample["status"]["staged"]["downloadOnly"] is True and not sample["status"].get("rollbackQueued")
+    assert result["staged"]["download_only"] is True
+    assert result["staged"]["checksum"] == sample["status"]["staged"]["ostree"]["checksum"]
+    assert result["booted"]["download_only"] is False
+    assert result["reboot_required"] is False
 
 
 # ---------------------------------------------------------------- own minimal samples

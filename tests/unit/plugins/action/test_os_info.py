@@ -67,6 +67,17 @@ def test_auto_reads_a_bootc_host_with_bootc(fake):
     assert result["architecture"] == "arm64"
 
 
+@pytest.mark.parametrize(("download_only", "reboot_required"), [(True, False), (False, True)])
+def test_a_download_only_staged_deployment_is_reported_and_needs_no_ordinary_reboot(fake, download_only,
+                                                                                    reboot_required):
+    staged = dict(_entry(NAME + "@" + DIGEST, DIGEST), downloadOnly=download_only)
+    fake["results"] = [(0, _bootc(booted=_entry(NAME + "@" + OLD, OLD), staged=staged), "")]
+    result = run_action(os_info, {"backend": "bootc"})
+    assert result["staged"]["download_only"] is download_only
+    assert result["staged"]["image"]["digest"] == DIGEST
+    assert result["reboot_required"] is reboot_required
+
+
 @pytest.mark.parametrize(("signature", "transport", "image", "expected"), [
     ({"ostreeRemote": "fleet"}, "registry", NAME + ":1", "ostree-remote-image:fleet:docker://%s:1" % NAME),
     (None, "oci", "/var/tmp/layout:stable", "ostree-unverified-image:oci:/var/tmp/layout:stable"),

@@ -1,7 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_bootc: the status parser against the host-v1 schema, image targets, OCI layouts, the busy probe, auth files."""
+"""_bootc: the status parser against the host-v1 schema, image targets, OCI layouts read on a host, the busy
+probe against locks held for real, auth files."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _bootc
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
+    CommandError,
     ImageError,
     InvalidInputError,
     TransactionBusyError,
@@ -132,10 +135,33 @@ def test_a_status_with_every_schema_field_is_read_whole():
     assert result["staged"]["cached_update"] is None and result["cached_update"] is None
     assert [d["checksum"] for d in result["deployments"]] == ["s" * 64, "b" * 64, "o" * 64]
     assert result["rollback_queued"] is True          # spec.bootOrder: rollback
+    assert result["reboot_required"] is True          # the queued rollback, whatever is staged
     assert result["read_only"] is True and result["type"] == "bootcHost"
     assert result["usr_overlay"] == {"access_mode": "readOnly", "persistence": "transient"}
     assert result["spec_image"]["signature"] == "insecure"
     assert result["api_version"] == "org.containers.bootc/v1"
+
+
+def _doc(staged=None, rollback_queued=False):
+    status = {"booted": _full_entry(D, "b" * 64, downloadOnly=False), "staged": staged, "rollback": None,
+              "rollbackQueued": rollback_queued}
+    return {"apiVersion": "org.containers.bootc/v1", "kind": "BootcHost", "metadata": {"name": "host"},
+            "spec": {"image": None}, "status": status}
+
+
+@pytest.mark.parametrize(("staged", "rollback_queued", "expected"), [
+    (None, False, False),
+    (_full_entry(OTHER, "s" * 64, downloadOnly=False), False, True),
+    # Download-only: an ordinary reboot boots the booted deployment again.
+    (_full_entry(OTHER, "s" * 64, downloadOnly=True), False, False),
+    (_full_entry(OTHER, "s" * 64, downloadOnly=True), True, True),
+])
+def test_reboot_required_is_whether_the_next_boot_changes_the_deployment(staged, rollback_queued, expected):
+    result = _bootc.parse_status(_doc(staged, rollback_queued))
+    assert result["reboot_required"] is expected
+    assert (result["staged"] is not None) is (staged is not None)
+    if staged is not None:
+        assert result["staged"]["download_only"] is staged["downloadOnly"]
 
 
 # ---------------------------------------------------------------- pure functions
@@ -192,8 +218,10 @@ def _no_resolve(ref):
     (_params(image="/layout", transport="oci", digest="sha256:abc"), "digest 'sha256:abc' is not a digest"),
 ])
 def test_target_image_refuses_bad_input(params, message):
+    host = LocalHost()
     with pytest.raises(InvalidInputError) as caught:
-        _bootc.target_image(params, _no_resolve)
+        _bootc.target_image(params, _no_resolve, host)
+    assert host.argvs == []
     assert message in caught.value.msg
 
 
@@ -219,30 +247,48 @@ def _archive(path, directory):
 
 
 def test_oci_layouts_name_their_digest(tmp_path):
+    host = LocalHost()
     layout = _layout(tmp_path / "layout", ("stable", D), ("next", OTHER))
     archive = _archive(tmp_path / "os.tar", layout)
-    assert _bootc.oci_layout_digest("%s:next" % layout, "oci") == OTHER
-    assert _bootc.oci_layout_digest("%s:stable" % archive, "oci-archive") == D
-    assert _bootc.target_image(_params(image="%s:stable" % layout, transport="oci", digest=D), _no_resolve) == (
-        "%s:stable" % layout, D)
+    assert _bootc.oci_layout_digest(host, "%s:next" % layout, "oci") == OTHER
+    assert _bootc.oci_layout_digest(host, "%s:stable" % archive, "oci-archive") == D
+    # The host's own tools read index.json: cat (through the read script) and tar.
+    assert host.argvs[0][:2] == ["sh", "-c"] and host.argvs[0][4:] == [str(layout) + "/index.json"]
+    assert host.argvs[1] == ["tar", "-x", "-O", "-f", str(archive), "index.json"]
+    assert _bootc.target_image(_params(image="%s:stable" % layout, transport="oci", digest=D), _no_resolve,
+                               host) == ("%s:stable" % layout, D)
     assert _bootc.target_image(_params(image="%s:next" % archive, transport="oci-archive", allow_tag=True),
-                               _no_resolve) == ("%s:next" % archive, OTHER)
+                               _no_resolve, host) == ("%s:next" % archive, OTHER)
     single = _layout(tmp_path / "single", (None, D))
-    assert _bootc.oci_layout_digest(str(single), "oci") == D
+    assert _bootc.oci_layout_digest(host, str(single), "oci") == D
+    gzipped = tmp_path / "os.tar.gz"
+    with tarfile.open(gzipped, "w:gz") as handle:
+        handle.add(single / "index.json", arcname="index.json")
+    assert _bootc.oci_layout_digest(host, str(gzipped), "oci-archive") == D
 
 
 @pytest.mark.parametrize(("image", "message"), [
     ("{layout}:stable", "is at %s, not at digest %s: nothing was staged" % (D, OTHER)),
     ("{layout}:gone", "has no manifest named 'gone'"),
     ("{layout}", "lists 2 manifests and the image names none"),
-    ("{missing}:stable", "No such file or directory"),
+    ("{missing}:stable", "no index.json"),
+    ("{linked}:stable", "index.json is not a regular file"),
+    ("{garbage}:stable", "its index.json is not JSON"),
 ])
 def test_oci_layout_errors(tmp_path, image, message):
     layout = _layout(tmp_path / "layout", ("stable", D), ("next", OTHER))
-    params = _params(image=image.format(layout=layout, missing=tmp_path / "missing"), transport="oci", digest=OTHER)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "index.json").symlink_to(layout / "index.json")
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "index.json").write_bytes(b"\x00not json")
+    params = _params(image=image.format(layout=layout, missing=tmp_path / "missing", linked=linked, garbage=garbage),
+                     transport="oci", digest=OTHER)
     with pytest.raises(ImageError) as caught:
-        _bootc.target_image(params, _no_resolve)
+        _bootc.target_image(params, _no_resolve, LocalHost())
     assert message in caught.value.msg
+    assert caught.value.msg.startswith("The oci image" if "nothing was staged" in message else "Failed to read")
 
 
 def test_oci_archive_without_index(tmp_path):
@@ -253,24 +299,50 @@ def test_oci_archive_without_index(tmp_path):
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
     with pytest.raises(ImageError) as caught:
-        _bootc.oci_layout_digest(str(path), "oci-archive")
+        _bootc.oci_layout_digest(LocalHost(), str(path), "oci-archive")
     assert caught.value.msg == "Failed to read the OCI layout '%s': no index.json." % path
+
+
+def test_oci_archive_that_is_no_tar(tmp_path):
+    path = tmp_path / "os.ociarchive"
+    path.write_bytes(b"not a tar archive at all" * 40)
+    with pytest.raises(ImageError) as caught:
+        _bootc.oci_layout_digest(LocalHost(), str(path), "oci-archive")
+    assert caught.value.msg == "Failed to read the OCI layout '%s': This does not look like a tar archive." % path
+    assert caught.value.details["cmd"] == ["tar", "-x", "-O", "-f", str(path), "index.json"]
+    assert caught.value.details["rc"] != 0
 
 
 # ---------------------------------------------------------------- the busy probe
 
-HOLD = ("import fcntl, os, sys, time\n"
+# A child that takes an exclusive lock of argv[2]'s kind on the file argv[1] and holds it: an open file
+# description lock (as libostree's glnx_make_lock_file takes the sysroot lock), a POSIX record lock, or a
+# BSD flock (libostree's fallback on a kernel without OFD locks).
+HOLD = ("import fcntl, os, struct, sys, time\n"
         "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-        "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+        "kind = sys.argv[2]\n"
+        "if kind == 'ofd':\n"
+        "    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack('hhqqi4x', fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))\n"
+        "elif kind == 'posix':\n"
+        "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "else:\n"
+        "    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
         "print('held', flush=True)\n"
         "time.sleep(60)\n")
 
 
-@pytest.fixture
-def held_lock(tmp_path):
+class _Host(LocalHost):
+    """This machine, where bootc is not installed: the client is made, the probe runs for real."""
+
+    def which(self, name):
+        return "/usr/bin/" + name
+
+
+@pytest.fixture(params=["ofd", "posix", "flock"])
+def held_lock(request, tmp_path):
     lock = tmp_path / "lock"
     lock.write_bytes(b"")
-    child = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), request.param], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "held"
         yield lock
@@ -279,27 +351,75 @@ def held_lock(tmp_path):
         child.wait()
 
 
-class _Module:
-    def get_bin_path(self, name, required=False):
-        return "/usr/bin/" + name
-
-
-def test_busy_sysroot_lock_is_retried_then_refused(held_lock):
+def test_a_held_sysroot_lock_is_found_in_proc_locks_retried_then_refused(held_lock):
     sleeps = []
-    client = _bootc.BootcClient(_Module(), retries=2, retry_delay=4, sleep=sleeps.append, lock_path=str(held_lock))
+    host = _Host()
+    client = _bootc.BootcClient(host, retries=2, retry_delay=4, sleep=sleeps.append, lock_path=str(held_lock))
     with pytest.raises(TransactionBusyError) as caught:
         client.wait_idle("switch to registry image 'x'")
     assert sleeps == [4, 4]
     assert caught.value.msg == ("Failed to switch to registry image 'x' because bootc is busy: another process still "
                                 "held the ostree sysroot lock (%s) after 3 attempts." % held_lock)
+    assert host.argvs[-3:] == [["sh", "-c", _bootc.LOCK_SCRIPT, "sh", str(held_lock)]] * 3
+
+
+def test_a_lock_on_another_file_is_not_this_one(held_lock):
+    other = held_lock.parent / "other-lock"
+    other.write_bytes(b"")
+    client = _bootc.BootcClient(_Host(), sleep=pytest.fail, lock_path=str(other))
+    client.wait_idle("switch")
+    assert client._lock_held() is False
 
 
 def test_free_or_missing_lock_is_idle(tmp_path):
     free = tmp_path / "lock"
     free.write_bytes(b"")
     for path in (free, tmp_path / "missing"):
-        client = _bootc.BootcClient(_Module(), sleep=pytest.fail, lock_path=str(path))
+        host = _Host()
+        client = _bootc.BootcClient(host, sleep=pytest.fail, lock_path=str(path))
         client.wait_idle("switch")
+        assert host.argvs[-1] == ["sh", "-c", _bootc.LOCK_SCRIPT, "sh", str(path)]
+
+
+@pytest.mark.parametrize(("major", "minor"), [
+    (8, 1),              # sda1
+    (253, 0),            # dm-0
+    (0, 46),             # an anonymous device (tmpfs, overlay)
+    (259, 0x10004),      # a minor above 255
+    (0x12345, 0x45),     # a major above 4095
+])
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="os.makedev is glibc's encoding on Linux only")
+def test_linux_device(major, minor):
+    # stat(1) prints the st_dev glibc's makedev built; the controller may not run Linux, so it decodes it itself.
+    assert _bootc.linux_device(os.makedev(major, minor)) == (major, minor)
+
+
+LOCKS = """1: POSIX  ADVISORY  WRITE 812 08:01:393232 0 EOF
+2: OFDLCK ADVISORY  WRITE -1 fd:00:1835201 0 EOF
+2: -> OFDLCK ADVISORY  WRITE -1 00:2e:77 0 EOF
+3: FLOCK  ADVISORY  WRITE 901 00:2f:12 0 EOF
+4: LEASE  ACTIVE    READ  777 00:30:5 0 EOF
+5: POSIX  ADVISORY  READ 0 <none>:0 0 EOF
+"""
+
+
+@pytest.mark.parametrize(("stat_line", "held"), [
+    ("%d 1835201" % 0xFD00, True),       # the OFD lock libostree takes, on dm-0
+    ("%d 393232" % 0x801, True),         # a POSIX record lock
+    ("%d 12" % 0x2F, True),              # a BSD flock
+    ("%d 1835201" % 0x801, False),       # the same inode on another device
+    ("%d 77" % 0x2E, False),             # only a process waiting for it
+    ("%d 5" % 0x30, False),              # a lease makes no one wait for the lock
+])
+def test_lock_held_matches_device_and_inode(stat_line, held):
+    assert _bootc.lock_held("%s\n%s" % (stat_line, LOCKS)) is held
+
+
+def test_unreadable_probe_output_fails_in_one_sentence():
+    with pytest.raises(CommandError) as caught:
+        _bootc.lock_held("stat: cannot stat\n")
+    assert caught.value.msg == ("Failed to check the ostree sysroot lock: stat printed no device and inode "
+                                "(stat: cannot stat).")
 
 
 # ---------------------------------------------------------------- the auth file bootc reads

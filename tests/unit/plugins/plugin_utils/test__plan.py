@@ -181,6 +181,9 @@ FINALIZE = {"mode": "finalize", "order": 1}
      dict(FINALIZE, activate=True, staged_checksum="fresh")),
     ("stage", {"status": "staged", "reboot_required": "False", "staged_checksum": None},
      dict(FINALIZE, activate=False, staged_checksum=None)),
+    # bootc's download-only deployment: no ordinary reboot applies it, the activation does.
+    ("stage", {"status": "staged", "reboot_required": False, "staged_checksum": "download-only"},
+     dict(FINALIZE, activate=True, staged_checksum="download-only")),
     ("stage", {"status": "failed", "reboot_required": False}, dict(FINALIZE, activate=False, staged_checksum=None)),
     ("unchanged", None, dict(FINALIZE, activate=False, staged_checksum=None)),
     ("pin", None, dict(FINALIZE, activate=False, staged_checksum=None)),

@@ -1,0 +1,129 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private module_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""The stage step of a bootc host (fleetos.layering.bootc_switch): what the target is, whether the
+deployment bootc moves to next has it already (by digest), and the switch.
+
+Everything runs on a ``_host.Host``: bootc, skopeo (a registry tag), ``cat`` or ``tar`` (an OCI
+layout's ``index.json``), the sysroot lock probe and the auth file's shell scripts over an action
+plugin's connection, so the host needs no Python.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostree_auth_file
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
+
+# The options of fleetos.layering.bootc_switch.
+ARGUMENT_SPEC = dict(
+    image=dict(type="str", required=True),
+    transport=dict(type="str", default="registry", choices=list(_bootc.TRANSPORTS)),
+    digest=dict(type="str"),
+    allow_tag=dict(type="bool", default=False),
+    download_only=dict(type="bool", default=True),
+    retain=dict(type="bool", default=False),
+    enforce_container_sigpolicy=dict(type="bool", default=False),
+    labels=dict(type="dict"),
+    auth_file=dict(type="path", no_log=False),
+)
+ARGUMENT_SPEC.update(RETRY_ARGS)
+ARGUMENT_SPEC.update(_bootc.BOOTC_ARGS)
+ARGUMENT_SPEC.update(SKOPEO_ARGS)
+
+
+def diff_text(summary):
+    return "reference: %s\ntransport: %s\ndigest: %s\n" % (summary["reference"], summary["transport"], summary["digest"])
+
+
+def tag_resolver(host, params):
+    """-> resolve(ref): the digest of a registry tag, read with skopeo on ``host`` (the manifest only)."""
+    def resolve_tag(ref):
+        skopeo = Skopeo(host, params["skopeo_executable"], option="skopeo_executable",
+                        retries=params["retries"], retry_delay=params["retry_delay"])
+        auth_file = params["auth_file"] or ostree_auth_file(_bootc.AUTH_FILES, host=host)
+        return resolve(skopeo, ref.image, (), auth_file=auth_file)["digest"]
+    return resolve_tag
+
+
+def check_input(host, params):
+    """Refuse bad input that the argument spec cannot express, before anything runs but a ``test`` of auth_file."""
+    for name in ("retries", "retry_delay"):
+        if params[name] < 0:
+            raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
+    labels = params["labels"]
+    if labels is not None and not is_bootable(labels):
+        raise InvalidInputError("image '%s' is not bootable: its labels set neither containers.bootc nor "
+                                "ostree.bootable." % shown(params["image"]))
+    if params["auth_file"] and not host.test("-f", params["auth_file"]):
+        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file." % shown(params["auth_file"], 80))
+
+
+def _unchanged(result, status, current):
+    """``result`` for a host whose next deployment is the target already."""
+    summary = _bootc.summarize(current)
+    result.update(before=summary, after=summary, reboot_required=status["reboot_required"],
+                  staged=current is status["staged"],
+                  diff={"before": diff_text(summary), "after": diff_text(summary)})
+    return result
+
+
+def switch(host, params, check_mode):
+    """The result of a bootc_switch task with ``params`` on ``host``; FleetosError for a failure."""
+    check_input(host, params)
+    client = _bootc.BootcClient(host, executable=params["executable"], retries=params["retries"],
+                                retry_delay=params["retry_delay"])
+    image, digest = _bootc.target_image(params, tag_resolver(host, params), host)
+    transport = params["transport"]
+    status = client.status()
+    if not status["is_bootc"]:
+        raise CommandError("Failed to switch to %s image '%s': bootc did not boot this host (its status reports no "
+                           "booted deployment)." % (transport, shown(image)))
+    result = {"changed": False, "image": image, "transport": transport, "digest": digest}
+    current = _bootc.next_boot(status)
+    if _bootc.has_digest(current, digest):
+        return _unchanged(result, status, current)
+    before = _bootc.summarize(current)
+
+    if check_mode:
+        after = {"reference": image, "transport": transport, "digest": digest, "checksum": None,
+                 "download_only": params["download_only"]}
+        # The next reboot applies the new staged deployment unless it is download-only.
+        result.update(changed=True, before=before, after=after, staged=True,
+                      reboot_required=not params["download_only"],
+                      diff={"before": diff_text(before), "after": diff_text(after)})
+        return result
+
+    try:
+        with host.placed_file(params["auth_file"], _bootc.AUTH_FILES[0]) if params["auth_file"] else nullcontext():
+            client.switch(image, transport, download_only=params["download_only"], retain=params["retain"],
+                          enforce_sigpolicy=params["enforce_container_sigpolicy"])
+    except HostFileError as exc:
+        raise CommandError("Failed to put auth_file '%s' where bootc reads it: %s." % (
+            shown(params["auth_file"], 80), str(exc).rstrip(".")), before=before) from None
+    status = client.status()
+    staged = status["staged"]
+    after = _bootc.summarize(staged)
+    if not _bootc.has_digest(staged, digest):
+        raise CommandError("Failed to switch to %s image '%s': bootc finished, but the staged deployment is at %s." % (
+            transport, shown(image), after["digest"] or "nothing"), before=before, after=after)
+    # Only an image that is its ostree base alone names the commit the host imports; a derived
+    # image (layers after ostree.final-diffid) becomes a merge commit of the host's own.
+    commit = imported_commit(params["labels"] or {})
+    if commit and after["checksum"] != commit:
+        raise ImageError("Failed to switch to %s image '%s': the staged commit %s is not the commit %s its labels "
+                         "name." % (transport, shown(image), after["checksum"], commit), before=before, after=after)
+    result.update(changed=True, before=before, after=after, staged=True, reboot_required=status["reboot_required"],
+                  diff={"before": diff_text(before), "after": diff_text(after)})
+    return result
