@@ -13,17 +13,18 @@ back byte for byte. Parsing follows GLib's GKeyFile: ``#`` comments and blank li
 ``[group]`` headers, ``key=value`` pairs (whitespace around the key and before the
 value is ignored), the last of two equal keys wins, a repeated group continues the
 first one, and a trailing ``\\r`` is part of the line ending.
+
+The file itself is read and written on a ``_host.Host`` by two POSIX shell scripts
+(:data:`READ_SCRIPT`, :data:`WRITE_SCRIPT`) with the host's coreutils and util-linux, so
+the host needs no Python: see :func:`read_origin` and :func:`write_origin`.
 """
 
 from __future__ import annotations
 
-import datetime
-import errno
-import os
 import re
-import stat
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import digest_of
 
 ORIGIN_GROUP = "origin"
 OSTREE_BASE_KEYS = ("refspec", "baserefspec")
@@ -45,8 +46,10 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_NAMES = ("NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR",
                   "SO", "SI", "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB",
                   "ESC", "FS", "GS", "RS", "US")
-_FILE_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+# What ``stat -c %F`` prints for a file that is not a regular one -> how a message names it.
+_STAT_KINDS = {"symbolic link": "a symbolic link", "directory": "a directory",
+               "character special file": "a character device", "block special file": "a block device",
+               "fifo": "a named pipe", "socket": "a socket"}
 
 
 def unescape(value, separator=None):
@@ -158,50 +161,6 @@ def invalid_name_char(name):
     return found.group() if found else None
 
 
-def describe_file_type(mode):
-    """An lstat st_mode -> ``a symbolic link``, ``a character device``, ..."""
-    for test, kind in _FILE_KINDS:
-        if test(mode):
-            return kind
-    return "an unknown type of file"
-
-
-def check_regular_file(path, label=None):
-    """lstat ``path``; raise OriginError unless it is a regular file (a symlink is not).
-
-    ``label`` names the file in the message (default ``origin file '<path>'``); OSError
-    from lstat (a missing file) propagates. Returns the lstat result.
-    """
-    st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise _not_regular(path, st.st_mode, label)
-    return st
-
-
-def _not_regular(path, mode, label=None):
-    return OriginError("%s is not a regular file (%s): ostree_origin edits origin files only"
-                       % (label or "origin file '%s'" % path, describe_file_type(mode)), path=path)
-
-
-def _read_regular(path, label=None):
-    """The bytes of the regular file at ``path``, opened without following a symlink."""
-    check_regular_file(path, label)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):   # replaced between the lstat and the open
-            raise _not_regular(path, st.st_mode, label)
-        chunks = []
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
 class _Line:
     """One line of the file: ``kind`` is comment, group or key; ``end`` its terminator."""
 
@@ -275,18 +234,6 @@ class Origin:
             group = line.group
             lines.append(line)
         return cls(lines, name)
-
-    @classmethod
-    def read(cls, path, label=None):
-        """Read and parse the origin file at ``path``, a regular file and not a symlink.
-
-        ``label`` names the file when it is not one (see check_regular_file()).
-        """
-        try:
-            data = _read_regular(path, label)
-        except OSError as exc:
-            raise OriginError("Failed to read %s: %s" % (label or "origin %s" % path, exc.strerror or exc), path=path)
-        return cls.parse(data, path)
 
     def text(self):
         """The file's text: untouched lines exactly as read."""
@@ -421,113 +368,193 @@ class Origin:
                 path=self.name)
 
 
-def backup_name(path, now=None):
-    """``<path>.<UTC timestamp>.bak``: a new name for every backup, none overwritten."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    return "%s.%s.bak" % (path, now.strftime("%Y%m%dT%H%M%S.%fZ"))
+# On the host ---------------------------------------------------------------------------------------
+
+# $1 the origin file. Exit 3 (what it is on stderr, as stat -c %F names it) when it is not a regular
+# file: a symlink is not followed, a directory, device or pipe is not read. Else stdout is one line,
+# ro or rw (whether the mount that holds it, or its file system, is read-only), then the
+# file's bytes, read without following a symlink or waiting on a pipe put there meanwhile, and the
+# file checked again once read. Exit 4: it cannot be looked at (missing); else dd's status.
+READ_SCRIPT = r"""
+p=$1
+regular() {
+  kind=$(stat -c %F -- "$p") || exit 4
+  case $kind in
+    "regular file"|"regular empty file") ;;
+    *) printf '%s\n' "$kind" >&2; exit 3 ;;
+  esac
+}
+regular
+mode=rw
+for column in VFS-OPTIONS FS-OPTIONS; do
+  case ,$(findmnt -n -o "$column" -T "$p" 2>/dev/null), in *,ro,*) mode=ro ;; esac
+done
+printf '%s\n' "$mode"
+dd if="$p" iflag=nofollow,nonblock bs=65536 status=none || exit
+regular
+"""
+
+# $1 the origin file, $2 the sha256 of the content the controller read, $3 non-empty to keep a backup,
+# $4 non-empty to make the mount that holds the file writable first (run under unshare -m: only in
+# this private mount namespace); the new content on stdin.
+#
+# The new content goes to a temporary file beside the origin with the origin's mode, owner and SELinux
+# label. Then, under an exclusive flock of the directory (no lock file is left among ostree's files),
+# only if the origin is still a regular file holding what the controller read (else exit 5: read again
+# and edit again), the backup is made (a new name, never an existing file), both are synced, the
+# temporary file is renamed over the origin and the directory synced. Stdout: the backup's path (an
+# empty line for none). Exit 3: not a regular file (what it is on stderr); 7: the mount could not be
+# made writable (stderr: the mount point, then the cause); else 1 with the tool's message. On every
+# failure the origin is left as it was and neither the temporary file nor the backup remains.
+WRITE_SCRIPT = r"""
+p=$1 want=$2 backup=$3 remount=$4
+tmp='' bak=''
+fail() { rm -f -- ${tmp:+"$tmp"} ${bak:+"$bak"}; exit "$1"; }
+regular() {
+  kind=$(stat -c %F -- "$p") || fail 4
+  case $kind in
+    "regular file"|"regular empty file") ;;
+    *) printf '%s\n' "$kind" >&2; fail 3 ;;
+  esac
+}
+attributes() {
+  chmod --reference="$p" -- "$1" || return 1
+  if [ "$(id -u)" = 0 ]; then chown --reference="$p" -- "$1" || return 1; fi
+  chcon --reference="$p" -- "$1" 2>/dev/null || :
+}
+dir=$(dirname -- "$p") && base=$(basename -- "$p") || exit 1
+if [ -n "$remount" ]; then
+  point=$(findmnt -n -o TARGET -T "$dir") && [ -n "$point" ] || { printf '%s\nno mount holds it\n' "$dir" >&2; exit 7; }
+  # A bind remount clears the per-mount flags it is not given (or is refused clearing a locked one): keep them.
+  keep=''
+  opts=$(findmnt -n -o VFS-OPTIONS -T "$dir") || opts=
+  set -f; IFS=,
+  for o in $opts; do
+    case $o in nosuid|nodev|noexec|noatime|nodiratime|relatime) keep=$keep,$o ;; esac
+  done
+  unset IFS; set +f
+  why=$(mount -o "remount,bind,rw$keep" -- "$point" 2>&1) || { printf '%s\n%s\n' "$point" "$why" >&2; exit 7; }
+fi
+regular
+umask 077
+tmp=$(mktemp -- "$dir/.$base.XXXXXX") || fail 1
+cat > "$tmp" && attributes "$tmp" || fail 1
+exec 9<"$dir" || fail 1
+flock -x 9 || fail 1
+regular
+have=$(sha256sum < "$p") || fail 1
+[ "${have%% *}" = "$want" ] || fail 5
+if [ -n "$backup" ]; then
+  stamp=$(date -u +%Y%m%dT%H%M%S.%6NZ) || fail 1
+  name=$p.$stamp.bak n=0
+  while [ -e "$name" ] || [ -L "$name" ]; do
+    n=$((n + 1))
+    name=$p.$stamp.bak.$n
+  done
+  (set -C; : > "$name") || fail 1
+  bak=$name
+  cat -- "$p" > "$bak" && attributes "$bak" || fail 1
+fi
+sync -- "$tmp" ${bak:+"$bak"} 2>/dev/null || sync
+mv -f -T -- "$tmp" "$p" || fail 1
+tmp=''
+sync -- "$dir" 2>/dev/null || sync
+printf '%s\n' "$bak"
+"""
+
+# The private mount namespace WRITE_SCRIPT runs in when the origin's mount is read-only (as
+# rpm-ostree writes under /sysroot): its mounts private, so that nothing it remounts propagates back.
+UNSHARE = ["unshare", "-m", "--propagation", "private"]
+
+EXIT_NOT_REGULAR = 3
+EXIT_MISSING = 4
+EXIT_CHANGED = 5
+EXIT_MOUNT = 7
+
+_NOT_FOUND = re.compile(r"(?:^|: )([^\s:]+): (?:command )?not found$")
 
 
-def _open_new(path, mode):
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+def describe_kind(kind):
+    """What ``stat -c %F`` printed -> ``a symbolic link``, ``a named pipe``, ..."""
+    return _STAT_KINDS.get(kind.strip(), "an unknown type of file")
 
 
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def not_regular(path, kind, label=None):
+    """The refusal of ``path``, which ``stat -c %F`` calls ``kind``; ``label`` names it (default the origin file)."""
+    return OriginError("%s is not a regular file (%s): ostree_origin edits origin files only"
+                       % (label or "origin file '%s'" % path, describe_kind(kind)), path=path)
 
 
-def _copy_attributes(fd, st, src_path):
-    os.fchmod(fd, st.st_mode & 0o7777)
-    if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
-        os.fchown(fd, st.st_uid, st.st_gid)
-    # Keep the SELinux label of the original (libostree labels origin files).
-    if hasattr(os, "getxattr"):
-        try:
-            label = os.getxattr(src_path, "security.selinux", follow_symlinks=False)
-        except OSError:
-            label = None
-        if label is not None:
-            try:
-                os.setxattr(fd, "security.selinux", label)
-            except OSError:
-                pass
+def _last_line(err):
+    lines = [line.strip() for line in (err or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
-def _write_unique(candidates, data, st, src_path, made, what):
-    """Create the first free name of candidates (O_EXCL) with data; return that name.
+def tool_cause(err, rc):
+    """The cause in a host tool's message (``mv: cannot move 'a' to 'b': Read-only file system`` ->
+    ``Read-only file system``), ``the host has no 'mktemp' command`` for a missing one, else the exit status."""
+    line = _last_line(err)
+    missing = _NOT_FOUND.search(line)
+    if missing:
+        return "the host has no '%s' command" % missing.group(1)
+    return line.rsplit(": ", 1)[-1].rstrip(".") or "exit status %d" % rc
 
-    Each file is recorded in ``made`` as soon as it exists, so the caller can remove it
-    when a later step fails, even if writing it failed halfway.
+
+def _first_cause(text, rc):
+    """tool_cause() of the first line of ``text`` (mount adds a second one, about dmesg)."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return tool_cause(lines[0] if lines else "", rc)
+
+
+def _script(script, args, prefix=()):
+    return list(prefix) + ["sh", "-c", script, "sh"] + list(args)
+
+
+def read_origin(host, path, label=None):
+    """-> (the bytes of the origin file ``path`` on ``host``, whether its mount is read-only).
+
+    OriginError naming the file as ``label`` when it is not a regular file (a symlink, a directory, a
+    device, a pipe: nothing is read), or cannot be read.
     """
-    for name in candidates:
-        try:
-            fd = _open_new(name, st.st_mode & 0o7777)
-        except OSError as exc:
-            if exc.errno == errno.EEXIST:
-                continue
-            raise
-        made.append(name)
-        try:
-            _copy_attributes(fd, st, src_path)
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return name
-    raise OSError(errno.EEXIST, "no free %s file name" % what)
+    rc, out, err = host.run(_script(READ_SCRIPT, [path]), binary=True)
+    if rc == EXIT_NOT_REGULAR:
+        raise not_regular(path, _last_line(err), label)
+    mode, newline, data = out.partition(b"\n")
+    if rc != 0 or not newline or mode not in (b"ro", b"rw"):
+        raise OriginError("Failed to read %s: %s" % (label or "origin %s" % path, tool_cause(err, rc)),
+                          path=path, rc=rc, stderr=err)
+    return data, mode == b"ro"
 
 
-def _fsync_dir(directory):
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def write_origin(host, path, data, expected, backup=False, read_only=False, label=None):
+    """Replace the origin file ``path`` on ``host`` with ``data`` if it still holds ``expected`` (the bytes
+    read_origin() returned); with ``backup``, keep what it held in ``<path>.<UTC time>.bak``.
 
-
-def _unlink_quietly(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def write_atomic(path, data, backup=False, label=None):
-    """Replace the file at ``path`` with ``data`` (bytes), atomically.
-
-    A temporary file is created next to it (O_EXCL, same mode, owner and SELinux label
-    as the original), written, fsynced and renamed over ``path``; then the directory
-    is fsynced. With ``backup`` the original bytes are first copied to
-    backup_name(path). Returns the backup path or None. On any failure the original
-    file is left as it was, and no temporary file (nor a backup made by this call)
-    remains; OriginError is raised.
-
-    ``path`` must be a regular file, not a symlink (checked with lstat before anything
-    is written, else OriginError naming it as ``label``); the rename replaces the
-    directory entry and never follows a symlink.
+    -> (True, the backup's path or None) when written; (False, None) when the file changed meanwhile
+    (read it again and edit again). ``read_only`` (from read_origin()) writes from a private mount
+    namespace in which the mount that holds the file is writable; every other process keeps seeing
+    it read-only. OriginError when the file is not a regular file or the write failed: the file is
+    then left as it was, with no temporary file or backup beside it.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    base = os.path.basename(path)
-    made = []
-    try:
-        st = check_regular_file(path, label)
-        backup_path = None
-        if backup:
-            original = _read_regular(path, label)
-            backups = (backup_name(path) + ("" if attempt == 0 else ".%d" % attempt) for attempt in range(100))
-            backup_path = _write_unique(backups, original, st, path, made, "backup")
-        temps = (os.path.join(directory, ".%s.%d.%d.tmp" % (base, os.getpid(), attempt)) for attempt in range(100))
-        tmp = _write_unique(temps, data, st, path, made, "temporary")
-        os.replace(tmp, path)
-        made = []
-        _fsync_dir(directory)
-        return backup_path
-    except OSError as exc:
-        for leftover in made:
-            _unlink_quietly(leftover)
-        cause = exc.strerror or str(exc)
-        if exc.errno == errno.EROFS:
+    args = [path, digest_of(expected), "1" if backup else "", "1" if read_only else ""]
+    argv = _script(WRITE_SCRIPT, args, UNSHARE if read_only else ())
+    rc, out, err = host.run(argv, data=data)
+    if rc == 0:
+        made = out[:-1] if out.endswith("\n") else out
+        return True, made or None
+    if rc == EXIT_CHANGED:
+        return False, None
+    if rc == EXIT_NOT_REGULAR:
+        raise not_regular(path, _last_line(err), label)
+    details = dict(path=path, rc=rc, stderr=err)
+    if rc == EXIT_MOUNT:
+        point, _newline, why = err.strip().partition("\n")
+        cause = "cannot make %s writable in a private mount namespace (%s)" % (point, _first_cause(why, rc))
+    elif read_only and _last_line(err).startswith("unshare:"):
+        cause = "cannot make the mount that holds %s writable in a private mount namespace (%s)" % (
+            path, tool_cause(err, rc))
+    else:
+        cause = tool_cause(err, rc)
+        if cause == "Read-only file system":
             cause += " (the sysroot is mounted read-only)"
-        raise OriginError("Failed to write origin %s: %s" % (path, cause), path=path)
+    raise OriginError("Failed to write origin %s: %s" % (path, cause.rstrip(".")), **details)

@@ -5,23 +5,25 @@
 
 from __future__ import annotations
 
-import datetime
 import os
+import re
+import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _origin
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
 from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     Origin,
-    backup_name,
     escape,
     format_list,
+    read_origin,
     unescape,
-    write_atomic,
+    write_origin,
 )
 
 
@@ -74,7 +76,10 @@ def test_real_origin_edit_touches_one_line(fixture):
 
 @pytest.mark.skipif(not ORIGIN_FIXTURES, reason="no origin__*.origin samples in %s (set FLEETOS_SHARED)" % FIXTURES)
 def test_real_complex_origin_lists():
-    doc = Origin.read(str(FIXTURES / "origin__rpm-ostree-unittest__complex-layered-overrides-pinned.origin"))
+    path = FIXTURES / "origin__rpm-ostree-unittest__complex-layered-overrides-pinned.origin"
+    data, read_only = read_origin(LocalHost(), str(path))
+    assert (data, read_only) == (path.read_bytes(), False)
+    doc = Origin.parse(data, str(path))
     assert doc.get_list("packages", "requested") == ["libvirt", "fish"]
     assert doc.get_list("rpmostree", "initramfs-args") == ["-I", "/etc/foobar.conf"]
     assert doc.get_list("overrides", "replace") == ["repo=foobar,systemd", "repo=bazboo,kernel,kernel-core,kernel-modules"]
@@ -117,13 +122,6 @@ def test_parse_errors_name_file_and_line(text, message):
         Origin.parse(text, "/x.origin")
     assert info.value.msg.startswith(message)
     assert info.value.details["path"] == "/x.origin"
-
-
-def test_read_missing_file_names_it(tmp_path):
-    missing = tmp_path / "none.origin"
-    with pytest.raises(OriginError) as info:
-        Origin.read(str(missing))
-    assert info.value.msg == "Failed to read origin %s: No such file or directory" % missing
 
 
 # --- escapes and lists ------------------------------------------------------------------
@@ -263,93 +261,152 @@ def test_validate_refuses_both_bases(text, ok):
         assert "container-image-reference" in info.value.msg
 
 
-# --- atomic write ---------------------------------------------------------------------------------
+# --- on the host: the read and write scripts, run for real --------------------------------------------
+
+class ShellHost(LocalHost):
+    """This machine with its scripts run by ``shell`` (Fedora CoreOS's /bin/sh is bash, Debian's dash)."""
+
+    def __init__(self, shell):
+        super().__init__()
+        self.shell = shell
+
+    def run(self, argv, data=None, binary=False):
+        given = list(argv)
+        at = given.index("sh") if "sh" in given else None
+        run = list(given)
+        if at is not None and given[at + 1:at + 2] == ["-c"]:
+            run[at:at + 1] = self.shell
+        result = super().run(run, data=data, binary=binary)
+        self.argvs[-1] = given      # recorded as the step gave it
+        return result
+
+
+SHELLS = [["dash"], ["bash", "--posix"]]
+
+
+@pytest.fixture(params=SHELLS, ids=lambda shell: shell[0])
+def host(request):
+    if not shutil.which(request.param[0]):
+        pytest.skip("no %s here" % request.param[0])
+    return ShellHost(request.param)
+
+
+ORIGINAL = b"[origin]\nrefspec=a:b\n"
+EDITED = b"[origin]\nrefspec=c:d\n"
+
 
 def _dir_entries(path):
     return sorted(p.name for p in path.parent.iterdir())
 
 
-def test_write_atomic_replaces_and_keeps_mode(tmp_path):
-    target = tmp_path / "abc.0.origin"
-    target.write_bytes(b"[origin]\nrefspec=a:b\n")
+@pytest.fixture
+def target(tmp_path):
+    path = tmp_path / "abc.0.origin"
+    path.write_bytes(ORIGINAL)
+    return path
+
+
+def _fake_tools(monkeypatch, tmp_path, **tools):
+    """Put shell scripts named after host tools first in PATH (``tools``: name -> script body)."""
+    bin_dir = tmp_path.parent / (tmp_path.name + "-bin")
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in tools.items():
+        tool = bin_dir / name
+        tool.write_text("#!/bin/sh\n" + body)
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+
+
+@pytest.mark.parametrize("data", [ORIGINAL, b"", b"[origin]\nrefspec=a:b", b"\xff\x00\r\n" * 40000])
+def test_read_returns_the_bytes_as_they_are(host, tmp_path, data):
+    path = tmp_path / "abc.0.origin"
+    path.write_bytes(data)
+    assert read_origin(host, str(path)) == (data, False)
+    assert host.argvs == [["sh", "-c", _origin.READ_SCRIPT, "sh", str(path)]]
+
+
+def test_read_missing_file_names_it(host, tmp_path):
+    missing = tmp_path / "none.origin"
+    with pytest.raises(OriginError) as info:
+        read_origin(host, str(missing))
+    assert info.value.msg == "Failed to read origin %s: No such file or directory" % missing
+    assert info.value.details["rc"] == _origin.EXIT_MISSING
+
+
+def test_write_replaces_and_keeps_mode(host, target):
     os.chmod(target, 0o640)
-    assert write_atomic(str(target), b"[origin]\nrefspec=c:d\n") is None
-    assert target.read_bytes() == b"[origin]\nrefspec=c:d\n"
+    inode = target.stat().st_ino
+    assert write_origin(host, str(target), EDITED, ORIGINAL) == (True, None)
+    assert target.read_bytes() == EDITED
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert target.stat().st_ino != inode           # renamed into place, never written in place
     assert _dir_entries(target) == ["abc.0.origin"]
 
 
-def test_write_atomic_backup(tmp_path):
-    target = tmp_path / "abc.0.origin"
-    target.write_bytes(b"[origin]\nrefspec=a:b\n")
-    os.chmod(target, 0o600)
-    backup = write_atomic(str(target), b"[origin]\nrefspec=c:d\n", backup=True)
-    assert Path(backup).parent == tmp_path
-    assert Path(backup).name.startswith("abc.0.origin.") and backup.endswith("Z.bak")
-    assert Path(backup).read_bytes() == b"[origin]\nrefspec=a:b\n"
-    assert stat.S_IMODE(Path(backup).stat().st_mode) == 0o600
-    second = write_atomic(str(target), b"[origin]\nrefspec=e:f\n", backup=True)
+def test_write_backup(host, target):
+    os.chmod(target, 0o604)
+    written, backup = write_origin(host, str(target), EDITED, ORIGINAL, backup=True)
+    assert written is True
+    assert Path(backup).parent == target.parent
+    assert re.fullmatch(r"abc\.0\.origin\.\d{8}T\d{6}\.\d{6}Z\.bak", Path(backup).name)
+    assert Path(backup).read_bytes() == ORIGINAL
+    assert stat.S_IMODE(Path(backup).stat().st_mode) == 0o604
+    second = write_origin(host, str(target), b"[origin]\nrefspec=e:f\n", EDITED, backup=True)[1]
     assert second != backup
-    assert Path(second).read_bytes() == b"[origin]\nrefspec=c:d\n"
-
-
-def test_backup_name_format():
-    now = datetime.datetime(2025, 1, 2, 3, 4, 5, 6, tzinfo=datetime.timezone.utc)
-    assert backup_name("/d/x.origin", now) == "/d/x.origin.20250102T030405.000006Z.bak"
+    assert Path(second).read_bytes() == EDITED
+    assert _dir_entries(target) == sorted(["abc.0.origin", Path(backup).name, Path(second).name])
 
 
 @pytest.mark.parametrize("backup", [False, True])
-def test_write_atomic_failure_leaves_file_and_no_temp(tmp_path, monkeypatch, backup):
-    target = tmp_path / "abc.0.origin"
-    target.write_bytes(b"[origin]\nrefspec=a:b\n")
-
-    def failing_replace(src, dst):
-        assert Path(src).read_bytes() == b"[origin]\nrefspec=c:d\n"
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(_origin.os, "replace", failing_replace)
-    with pytest.raises(OriginError) as info:
-        write_atomic(str(target), b"[origin]\nrefspec=c:d\n", backup=backup)
-    assert info.value.msg == "Failed to write origin %s: No space left on device" % target
-    assert target.read_bytes() == b"[origin]\nrefspec=a:b\n"
+def test_write_refuses_a_file_that_changed(host, target, backup):
+    # What the controller read is not what the file holds now: nothing is written, nothing is left.
+    assert write_origin(host, str(target), EDITED, b"[origin]\nrefspec=old\n", backup=backup) == (False, None)
+    assert target.read_bytes() == ORIGINAL
     assert _dir_entries(target) == ["abc.0.origin"]
 
 
-def test_write_atomic_failure_while_writing(tmp_path, monkeypatch):
-    target = tmp_path / "abc.0.origin"
-    target.write_bytes(b"[origin]\nrefspec=a:b\n")
-    real_write = os.write
-
-    def half_write(fd, data):
-        real_write(fd, bytes(data[:3]))
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(_origin.os, "write", half_write)
+@pytest.mark.parametrize("backup", [False, True])
+@pytest.mark.parametrize("message, cause", [
+    ("mv: cannot move 'a' to 'b': No space left on device", "No space left on device"),
+    ("mv: cannot move 'a' to 'b': Read-only file system", "Read-only file system (the sysroot is mounted read-only)"),
+])
+def test_write_failure_leaves_file_and_no_temp(host, target, monkeypatch, tmp_path, backup, message, cause):
+    _fake_tools(monkeypatch, tmp_path, mv="echo \"%s\" >&2\nexit 1\n" % message)
     with pytest.raises(OriginError) as info:
-        write_atomic(str(target), b"[origin]\nrefspec=c:d\n")
+        write_origin(host, str(target), EDITED, ORIGINAL, backup=backup)
+    assert info.value.msg == "Failed to write origin %s: %s" % (target, cause)
+    assert info.value.details == {"path": str(target), "rc": 1, "stderr": message + "\n"}
+    assert target.read_bytes() == ORIGINAL
+    assert _dir_entries(target) == ["abc.0.origin"]
+
+
+def test_write_failure_while_writing(host, target, monkeypatch, tmp_path):
+    # The new content cannot be written out whole: the origin is left as it was.
+    _fake_tools(monkeypatch, tmp_path, cat="head -c 3 >/dev/null\necho 'cat: write error: Input/output error' >&2\n"
+                                           "exit 1\n")
+    with pytest.raises(OriginError) as info:
+        write_origin(host, str(target), EDITED, ORIGINAL, backup=True)
     assert info.value.msg == "Failed to write origin %s: Input/output error" % target
-    assert target.read_bytes() == b"[origin]\nrefspec=a:b\n"
+    assert target.read_bytes() == ORIGINAL
     assert _dir_entries(target) == ["abc.0.origin"]
 
 
-def test_write_atomic_read_only_names_cause(tmp_path, monkeypatch):
-    target = tmp_path / "abc.0.origin"
-    target.write_bytes(b"[origin]\n")
-
-    def erofs(*args, **kwargs):
-        raise OSError(30, "Read-only file system")
-
-    monkeypatch.setattr(_origin, "_open_new", erofs)
-    with pytest.raises(OriginError) as info:
-        write_atomic(str(target), b"[origin]\nk=v\n")
-    assert info.value.msg == ("Failed to write origin %s: Read-only file system "
-                              "(the sysroot is mounted read-only)" % target)
-    assert target.read_bytes() == b"[origin]\n"
-
-
-# --- only regular files ---------------------------------------------------------------------------
-
-ORIGINAL = b"[origin]\nrefspec=a:b\n"
+@pytest.mark.parametrize("backup", [False, True])
+def test_write_failure_of_the_backup_removes_it(host, target, monkeypatch, tmp_path, backup):
+    # chmod fails on the second file it is given (the backup): the temporary file goes too.
+    state = tmp_path.parent / (tmp_path.name + "-chmod-calls")
+    _fake_tools(monkeypatch, tmp_path, chmod='echo x >> "%s"\n[ "$(wc -l < "%s")" -lt 2 ] && exec /bin/chmod "$@"\n'
+                                             "echo 'chmod: changing permissions: Operation not permitted' >&2\n"
+                                             "exit 1\n" % (state, state))
+    if backup:
+        with pytest.raises(OriginError) as info:
+            write_origin(host, str(target), EDITED, ORIGINAL, backup=True)
+        assert info.value.msg == "Failed to write origin %s: Operation not permitted" % target
+        assert target.read_bytes() == ORIGINAL
+    else:
+        assert write_origin(host, str(target), EDITED, ORIGINAL) == (True, None)
+        assert target.read_bytes() == EDITED
+    assert _dir_entries(target) == ["abc.0.origin"]
 
 
 def _symlink(tmp_path):
@@ -400,51 +457,78 @@ _snapshot = snapshot_dir
 
 
 @pytest.mark.parametrize("make, kind", NOT_REGULAR)
-def test_read_refuses_what_is_not_a_regular_file(tmp_path, make, kind):
+def test_read_refuses_what_is_not_a_regular_file(host, tmp_path, make, kind):
     path = make(tmp_path)
     with pytest.raises(OriginError) as info:
-        Origin.read(str(path))
+        read_origin(host, str(path))
     assert info.value.msg == "origin file '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
     with pytest.raises(OriginError) as labelled:
-        Origin.read(str(path), "path '%s'" % path)
+        read_origin(host, str(path), "path '%s'" % path)
     assert labelled.value.msg == "path '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
 
 
 @pytest.mark.parametrize("make, kind", NOT_REGULAR)
 @pytest.mark.parametrize("backup", [False, True])
-def test_write_atomic_refuses_what_is_not_a_regular_file(tmp_path, make, kind, backup):
+def test_write_refuses_what_is_not_a_regular_file(host, tmp_path, make, kind, backup):
     path = make(tmp_path)
     before = _snapshot(tmp_path)
     with pytest.raises(OriginError) as info:
-        write_atomic(str(path), b"[origin]\nrefspec=c:d\n", backup=backup, label="path '%s'" % path)
+        write_origin(host, str(path), EDITED, ORIGINAL, backup=backup, label="path '%s'" % path)
     assert info.value.msg == "path '%s' is not a regular file (%s): ostree_origin edits origin files only" % (path, kind)
     assert _snapshot(tmp_path) == before      # no temporary file, no backup, the link and its target as they were
 
 
-def test_read_opens_without_following_a_symlink(tmp_path, monkeypatch):
-    # A symlink put in place between the lstat check and the open is not followed.
+# A stat that calls the file a regular one the first time only: the file is replaced between the check and
+# the read.
+STAT_ONCE = 'if [ ! -e "{state}" ]; then : > "{state}"; echo "regular file"; else exec /usr/bin/stat "$@"; fi\n'
+
+
+def test_read_opens_without_following_a_symlink(host, tmp_path, monkeypatch):
     link = _symlink(tmp_path)
-    monkeypatch.setattr(_origin, "check_regular_file", lambda path, label=None: None)
+    _fake_tools(monkeypatch, tmp_path, stat=STAT_ONCE.format(state=tmp_path.parent / (tmp_path.name + "-stat-called")))
     with pytest.raises(OriginError) as info:
-        Origin.read(str(link))
+        read_origin(host, str(link))
     assert info.value.msg == "Failed to read origin %s: Too many levels of symbolic links" % link
 
 
-def test_read_checks_the_opened_file_too(tmp_path, monkeypatch):
-    # A named pipe put in place between the lstat check and the open is refused, without blocking.
+def test_read_checks_the_file_again_and_never_waits_on_a_pipe(host, tmp_path, monkeypatch):
     fifo = _fifo(tmp_path)
-    monkeypatch.setattr(_origin, "check_regular_file", lambda path, label=None: None)
+    _fake_tools(monkeypatch, tmp_path, stat=STAT_ONCE.format(state=tmp_path.parent / (tmp_path.name + "-stat-called")))
     with pytest.raises(OriginError) as info:
-        Origin.read(str(fifo))
+        read_origin(host, str(fifo))
     assert info.value.msg == "origin file '%s' is not a regular file (a named pipe): ostree_origin edits origin files only" % fifo
 
 
-def test_write_atomic_keeps_a_regular_file_regular(tmp_path):
-    target = tmp_path / "abc.0.origin"
-    target.write_bytes(ORIGINAL)
-    write_atomic(str(target), b"[origin]\nrefspec=c:d\n")
+def test_write_keeps_a_regular_file_regular(host, target):
+    write_origin(host, str(target), EDITED, ORIGINAL)
     assert stat.S_ISREG(target.lstat().st_mode)
-    assert _origin.check_regular_file(str(target)).st_size == len(b"[origin]\nrefspec=c:d\n")
+    assert target.stat().st_size == len(EDITED)
+
+
+@pytest.mark.parametrize("err, rc, cause", [
+    ("stat: cannot statx '/x': No such file or directory\n", 4, "No such file or directory"),
+    ("mv: cannot move '/a: b' to '/c': Read-only file system\n", 1, "Read-only file system"),
+    ("sh: 13: dd: not found\n", 127, "the host has no 'dd' command"),
+    ("sh: line 1: mktemp: command not found\n", 127, "the host has no 'mktemp' command"),
+    ("first\n\nunshare: unshare failed: Operation not permitted\n\n", 1, "Operation not permitted"),
+    ("no free name\n", 1, "no free name"),
+    ("", 9, "exit status 9"),
+])
+def test_tool_cause(err, rc, cause):
+    assert _origin.tool_cause(err, rc) == cause
+
+
+@pytest.mark.parametrize("kind, described", [
+    ("symbolic link", "a symbolic link"),
+    ("directory\n", "a directory"),
+    ("fifo", "a named pipe"),
+    ("character special file", "a character device"),
+    ("block special file", "a block device"),
+    ("socket", "a socket"),
+    ("weird file", "an unknown type of file"),
+])
+def test_describe_kind(kind, described):
+    assert _origin.describe_kind(kind) == described
 
 
 # --- control characters ------------------------------------------------------------------------------
