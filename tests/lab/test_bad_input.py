@@ -1,6 +1,7 @@
 """Bad input to every module, as a table: each case fails with one short sentence and changes nothing.
 
-One playbook runs every case of the table on one node of this test's own (shell
+One playbook runs every case of the table on one node of this test's own, made with a Python
+interpreter for oscontainer_rebase, the one module that needs it (the others do not use it) (shell
 metacharacters, a 100,000-character value, lists, dicts and numbers where a string is
 expected, control characters, negative numbers, non-regular paths, unknown choices),
 registers each result and writes them all to one JSON file on the controller. Each result
@@ -238,7 +239,7 @@ def _playbook(path, node, cases, results):
 @pytest.fixture(scope="module")
 def node(lab):
     """A node of this test's own, with the fixtures the cases point to."""
-    name = [n["name"] if isinstance(n, dict) else n for n in lab.own_nodes(OWNER, 1)][0]
+    name = [n["name"] if isinstance(n, dict) else n for n in lab.own_nodes(OWNER, 1, with_python=True)][0]
     origin = lab.exec(name, "ls /sysroot/ostree/deploy/*/deploy/*.origin").stdout.split()[0]
     lab.exec(name, "rm -rf {fix} {pwned} && mkdir -p {fix}/dir && cp {origin} {fix}/copy.origin "
                    "&& ln -s {origin} {fix}/link && mkfifo {fix}/fifo".format(fix=FIX, pwned=PWNED, origin=origin))

@@ -1,9 +1,10 @@
-"""Host-side steps that need no Python on the host (docs/hosts-without-python.md), run on a lab node with an
-interpreter that does not exist: any module that Ansible tried to run there would fail.
+"""Host-side steps that need no Python on the host (docs/hosts-without-python.md), on lab nodes, which have no
+interpreter (lab/README.md, "Python on nodes"); the single-step tests also name one that does not exist, so
+that they would fail on a node with Python as well if a module ran.
 
 The reads (os_info, rpm_ostree_info), the rollout lease (taken, renewed, refused, released; its file on the
-node as the controller decided it) and the stage (rpm_ostree_rebase: check mode, and a real rebase to the
-image the node runs, by digest: nothing to do).
+node as the controller decided it), the stage (rpm_ostree_rebase: check mode, and a real rebase to the
+image the node runs, by digest: nothing to do), and one rollout of a pool whose hosts have Python or not.
 """
 
 import json
@@ -11,8 +12,10 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
-from conftest import VENV_BIN, collections_path
+from conftest import REPO, VENV_BIN, collections_path, read_hosts
+from test_integration_targets import run_playbook
 
 NOWHERE = "ansible_python_interpreter=/nonexistent/python3"
 LEASE = "/var/lib/fleetos-test-no-python/lease.json"
@@ -104,3 +107,43 @@ def test_the_rpm_ostree_stage_needs_no_python(lab, node, rollout_image):
         assert ("auth.json" in listing) is had_run_auth and not [f for f in listing if "fleetos" in f or ".tmp" in f]
     finally:
         lab.exec(node, "rpm-ostree cleanup -p >/dev/null")
+
+
+def _booted_digest(lab, node):
+    booted = [d for d in lab.rpm_ostree_status(node)["deployments"] if d["booted"]][0]
+    return booted.get("container-image-reference-digest")
+
+
+def test_one_rollout_on_hosts_with_and_without_python(lab, rollout_image, tmp_path):
+    """The same rollout on one pool of two nodes without Python and two with (RHEL image mode has one):
+    every host staged, rebooted within the budget, verified; then rolled back the same way."""
+    without = lab.own_nodes("test_no_python-mixed", 2)
+    with_python = lab.own_nodes("test_no_python-mixed", 2, with_python=True)
+    nodes = without + with_python
+    assert [lab.exec(n, "command -v python3", check=False).returncode == 0 for n in nodes] == [False] * 2 + [True] * 2
+    hosts, allvars = read_hosts(lab.inventory)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": allvars, "children": {"mixed": {
+        "vars": {"fleetos_pool": "mixed", "fleetos_pool_max_unavailable": 2},
+        "hosts": {n: hosts[n] for n in nodes}}}}}, sort_keys=False))
+
+    class _Inventory:
+        pass
+
+    shim = _Inventory()
+    shim.inventory = inventory
+    for node in nodes:
+        assert _booted_digest(lab, node) == lab.base_digest, node
+    try:
+        run_playbook(shim, REPO / "playbooks" / "rollout.yml", "--forks", "8",
+                     "-e", "fleetos_rollout_image=%s" % rollout_image["tag_image"],
+                     "-e", "fleetos_report_dir=%s" % (tmp_path / "report"))
+        report = json.loads((tmp_path / "report" / "rollout-report.json").read_text())
+        assert report["result"] == "success" and report["counts"]["activated"] == 4, report["counts"]
+        assert report["most_held"] == {"mixed": 2}
+        assert {n: _booted_digest(lab, n) for n in nodes} == {n: rollout_image["digest"] for n in nodes}
+    finally:
+        run_playbook(shim, REPO / "playbooks" / "rollback.yml", "--forks", "8",
+                     "-e", "fleetos_rollback_from=%s" % rollout_image["digest"],
+                     "-e", "fleetos_report_dir=%s" % (tmp_path / "rollback"))
+    assert {n: _booted_digest(lab, n) for n in nodes} == {n: lab.base_digest for n in nodes}
