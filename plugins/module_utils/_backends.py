@@ -7,16 +7,45 @@
 # This is a private module_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
-"""The tool that manages a host's deployments, one class each: its commands to apply a staged
-deployment, roll back and cancel a stage (its reads: _deployments.py). The roles and playbooks
+"""The tool that manages a host's deployments, one class each: how it stages an image (rpm_ostree_rebase's
+or bootc_switch's code, given the options of fleetos.layering.os_image_stage), and its commands to apply
+a staged deployment, roll back and cancel a stage (its reads: _deployments.py). The roles and playbooks
 ask these (the filter fleetos.layering.backend_command) instead of checking the backend in YAML."""
 
 from __future__ import annotations
 
+from ansible_collections.fleetos.layering.plugins.module_utils import _rebase, _switch
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._host import shell_command
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 
 COMMANDS = ("finalize", "rollback", "cancel")
+
+# The options of fleetos.layering.os_image_stage.
+STAGE_ARGS = dict(
+    image=dict(type="str", required=True),
+    backend=dict(type="str", required=True, choices=["rpm-ostree", "bootc"]),
+    transport=dict(type="str", default="registry", choices=["registry", "remote", "signed"]),
+    ostree_remote=dict(type="str"),
+    lock_finalization=dict(type="bool", default=True),
+    auth_file=dict(type="path", no_log=False),
+)
+STAGE_REQUIRED_IF = [("transport", "remote", ["ostree_remote"])]
+
+
+def _options(spec, **given):
+    """The options of a module's argument spec: its defaults, and ``given``."""
+    options = {name: option.get("default") for name, option in spec.items()}
+    options.update(given)
+    return options
+
+
+def _staged(result, waiting):
+    """A stage's result with ``staged`` (the target waits in a staged deployment for the activation)
+    and that deployment's ``staged_checksum`` (None when nothing waits, or in check mode)."""
+    result["staged"] = bool(waiting)
+    result["staged_checksum"] = (result.get("after") or {}).get("checksum") if waiting else None
+    return result
 
 
 class Backend:
@@ -37,6 +66,10 @@ class Backend:
         """What discards a staged deployment without a reboot, or None when rolling back discards it."""
         raise NotImplementedError
 
+    def stage(self, host, params, check_mode):
+        """Stage ``params["image"]`` (the options of os_image_stage) on ``host``; -> the task result."""
+        raise NotImplementedError
+
     def command(self, what, staged_checksum=None):
         """The shell line of ``what`` (one of COMMANDS), or an empty string when the backend has none (an
         empty string, not None: older ansible-core renders a template's None as the text "None")."""
@@ -48,6 +81,14 @@ class Backend:
 
 class RpmOstree(Backend):
     name = "rpm-ostree"
+
+    def stage(self, host, params, check_mode):
+        options = _options(_rebase.ARGUMENT_SPEC, image=params["image"], transport=params["transport"],
+                           ostree_remote=params["ostree_remote"], lock_finalization=params["lock_finalization"],
+                           auth_file=params["auth_file"], state="staged")
+        result = _rebase.rebase(host, options, check_mode)
+        # Read after the rebase, the next boot is the staged deployment when a reboot is required.
+        return _staged(result, result.get("reboot_required"))
 
     def finalize_argv(self, staged_checksum):
         # The checksum names the deployment the stage made: another one staged meanwhile is refused.
@@ -63,6 +104,19 @@ class RpmOstree(Backend):
 
 class Bootc(Backend):
     name = "bootc"
+
+    def stage(self, host, params, check_mode):
+        if params["transport"] not in ("registry", "signed"):
+            raise InvalidInputError("transport %s cannot be used on a bootc host (image '%s'): bootc verifies images "
+                                    "only with the containers policy (transport signed)."
+                                    % (params["transport"], shown(params["image"])))
+        # bootc's download-only stage is rpm-ostree's locked finalization: an unplanned reboot boots the
+        # booted deployment again, and only the activation applies the staged one.
+        options = _options(_switch.ARGUMENT_SPEC, image=params["image"], transport="registry",
+                           download_only=params["lock_finalization"], auth_file=params["auth_file"],
+                           enforce_container_sigpolicy=params["transport"] == "signed")
+        result = _switch.switch(host, options, check_mode)
+        return _staged(result, result.get("staged"))
 
     def finalize_argv(self, staged_checksum):
         # bootc applies the download-only deployment it staged; it takes no checksum.
