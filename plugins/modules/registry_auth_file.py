@@ -60,7 +60,7 @@ options:
     choices: [present, absent]
     default: present
 seealso:
-  - role: fleetos.layering.pull_secret
+  - module: fleetos.layering.os_image_pull
   - name: containers-auth.json(5)
     description: The auth file format.
     link: https://github.com/containers/image/blob/main/docs/containers-auth.json.5.md

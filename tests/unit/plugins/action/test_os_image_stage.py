@@ -40,9 +40,9 @@ def test_rpm_ostree_stages_with_rebase_and_locked_finalization(stages):
     result = run_action(os_image_stage, dict(image=IMAGE, backend="rpm-ostree", transport="remote",
                                              ostree_remote="fleet", auth_file="/etc/ostree/auth.json"))
     (params, check_mode), = stages["rpm-ostree"]
-    assert (params["image"], params["transport"], params["ostree_remote"], params["lock_finalization"],
-            params["auth_file"], params["state"], check_mode) == (IMAGE, "remote", "fleet", True,
-                                                                   "/etc/ostree/auth.json", "staged", False)
+    given = (params["image"], params["transport"], params["ostree_remote"], params["lock_finalization"],
+             params["auth_file"], params["state"], check_mode)
+    assert given == (IMAGE, "remote", "fleet", True, "/etc/ostree/auth.json", "staged", False)
     # The rebase module's own defaults fill the rest.
     assert params["retries"] == _rebase.ARGUMENT_SPEC["retries"]["default"] and params["allow_tag"] is False
     assert (result["backend"], result["staged"], result["staged_checksum"]) == ("rpm-ostree", True, CHECKSUM)
