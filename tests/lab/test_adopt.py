@@ -44,7 +44,9 @@ class Adoption:
         self.record = lab.image_record(IMAGE)
         self.legacy_record = lab.image_record(LEGACY)
         self.same = lab.own_nodes("test_adopt", 2, disk_image=IMAGE)
-        self.older = lab.own_nodes("test_adopt", 1, disk_image="fleetos/lab-os:1.0")[0]
+        # With Python: the legacy test stages an oscontainer on it (oscontainer_rebase, the one module that
+        # needs an interpreter on the host); the other nodes have none.
+        self.older = lab.own_nodes("test_adopt", 1, disk_image="fleetos/lab-os:1.0", with_python=True)[0]
         self.legacy = lab.own_nodes("test_adopt", 1, disk_image=LEGACY)[0]
         self.nodes = self.same + [self.older, self.legacy]
         self.commits = dict({node: self.record["commit"] for node in self.same},
