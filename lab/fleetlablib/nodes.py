@@ -146,12 +146,9 @@ def backend(name):
     return "bootc" if (sysroot(name) / BOOTC_ALEPH).exists() else "rpm-ostree"
 
 
-def _no_bootc_layer():
-    """An overlay layer that hides /usr/bin/bootc, laid over the lab's tools on nodes that
-    bootc does not manage."""
-    layer = state_dir() / "node-layers" / "no-bootc"
+def _no_bootc(layer):
+    """A whiteout of /usr/bin/bootc, laid over the lab's tools on nodes that bootc does not manage."""
     _whiteout(layer / "bin" / "bootc")
-    return layer
 
 
 def has_python(name):
@@ -168,35 +165,42 @@ def _whiteout(path):
         pass
 
 
-def _private_python_layer():
-    """A layer with the stand-ins' own interpreter at NODE_PYTHON (a copy of the machine's
-    python3): a path Ansible's interpreter discovery never looks at."""
-    layer = state_dir() / "node-layers" / "private-python"
+def _layer(name, fill):
+    """The overlay layer ``name`` of the lab's state, made once by ``fill(directory)``: each node's
+    supervisor may be first, so each fills a directory of its own and the first rename wins."""
+    layer = state_dir() / "node-layers" / name
+    if layer.is_dir():
+        return layer
+    tmp = layer.with_name(".%s.%d" % (name, os.getpid()))
+    if tmp.exists():
+        remove_tree(tmp)
+    tmp.mkdir(parents=True)
+    fill(tmp)
+    try:
+        os.rename(str(tmp), str(layer))
+    except OSError:  # another supervisor's rename came first
+        remove_tree(tmp)
+    return layer
+
+
+def _private_python(layer):
+    """The stand-ins' own interpreter at NODE_PYTHON: a copy of the machine's python3, at a path
+    Ansible's interpreter discovery never looks at."""
     target = layer / NODE_PYTHON.relative_to("/usr")
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(".%s.%d" % (target.name, os.getpid()))
-        shutil.copy2(os.path.realpath("/usr/bin/python3"), str(tmp))
-        os.replace(str(tmp), str(target))
-    return layer
+    target.parent.mkdir(parents=True)
+    shutil.copy2(os.path.realpath("/usr/bin/python3"), str(target))
 
 
-def _no_python_layer():
-    """A layer that hides every python* of the machine's /usr from the node's PATH, and the
-    paths Ansible's interpreter discovery tries (/usr/libexec/platform-python), as on
-    Fedora CoreOS."""
-    layer = state_dir() / "node-layers" / "no-python"
-    done = layer / ".complete"
-    if not done.exists():
-        for folder in ("bin", "sbin", "local/bin", "local/sbin"):
-            source = Path("/usr") / folder
-            if source.is_dir():
-                for entry in source.iterdir():
-                    if entry.name.startswith("python"):
-                        _whiteout(layer / folder / entry.name)
-        _whiteout(layer / "libexec" / "platform-python")
-        write_file(done, "")
-    return layer
+def _no_python(layer):
+    """Whiteouts for every python* of the machine's /usr on the node's PATH, and the paths Ansible's
+    interpreter discovery tries (/usr/libexec/platform-python), as on Fedora CoreOS."""
+    for folder in ("bin", "sbin", "local/bin", "local/sbin"):
+        source = Path("/usr") / folder
+        if source.is_dir():
+            for entry in source.iterdir():
+                if entry.name.startswith("python"):
+                    _whiteout(layer / folder / entry.name)
+    _whiteout(layer / "libexec" / "platform-python")
 
 
 def _node_usr(name):
@@ -205,10 +209,10 @@ def _node_usr(name):
     interpreter Ansible could find unless the node was made with one."""
     layers = []
     if backend(name) != "bootc":
-        layers.append(_no_bootc_layer())
+        layers.append(_layer("no-bootc", _no_bootc))
     if not has_python(name):
-        layers.append(_no_python_layer())
-    layers += [_private_python_layer(), NODE_OVERLAY]
+        layers.append(_layer("no-python", _no_python))
+    layers += [_layer("private-python", _private_python), NODE_OVERLAY]
     return ":".join(str(layer) for layer in layers)
 
 
