@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Rollout wall time against a naive playbook and against the floor, on lab nodes.
 
-One run, on N lab nodes (default: 12 of the bench's own, `fleetlab claim bench-rollout`) in two pools, each pool with
+One run, on N lab nodes (default: 12 of the bench's own, `fleetlab claim bench-rollout --with-python`: the naive
+playbook needs Python on the hosts, rollout.yml does not) in two pools, each pool with
 fleetos_pool_max_unavailable = --budget (3), every node booted on the lab base image v1:
 
 1. playbooks/rollout.yml to v2 (built here: --from fleetos/lab-os:1.0 --size-mb 50);
@@ -172,7 +173,9 @@ class Bench:
         if not args.nodes:
             fleetlab("up", "--nodes", "10")
         self.owner = None if args.nodes else claim_owner(args.count)
-        self.nodes = bench_nodes(args.nodes, self.owner, "--count", args.count)
+        # With Python: the naive playbook is hand-written with the command and reboot modules, which need it
+        # (as on RHEL image mode); rollout.yml runs no Python module on a host, with it or without.
+        self.nodes = bench_nodes(args.nodes, self.owner, "--count", args.count, "--with-python")
         # Each node's boot delay: the slow-boot fault plus the lab's own delay (`fleetlab up --boot-delay`,
         # added by the lab to every reboot); the fault is set so that their sum is the delay asked for.
         if args.boot_spread:
