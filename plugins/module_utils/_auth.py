@@ -26,14 +26,12 @@ import binascii
 import json
 import os
 import shutil
-import stat
 import tempfile
 from contextlib import contextmanager
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse, shown
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse
 
 AUTH_FILE_NAME = "auth.json"
 RUN_AUTH_FILE = "/run/ostree/auth.json"
@@ -372,43 +370,3 @@ def host_auth_file(host, document):
     if rc != 0:
         raise CommandError("Failed to remove the private auth file directory '%s' from the host: %s."
                            % (directory, _cause(err, rc)), cmd=remove, rc=rc, stderr=err)
-
-
-@contextmanager
-def placed_auth_file(source, target=None):
-    """Put the auth file ``source`` at ``target`` (0600) for the duration, where the tool reads it.
-
-    ``target`` defaults to ``/run/ostree/auth.json``: rpm-ostree and bootc read registry
-    credentials only from ``/run/ostree/auth.json``, ``/etc/ostree/auth.json`` and
-    ``/usr/lib/ostree/auth.json``, never from their argv. What was at ``target`` before is
-    put back (or the copy removed) on every path.
-    """
-    target = target or RUN_AUTH_FILE
-    if not source or (os.path.exists(target) and os.path.samefile(source, target)):
-        yield
-        return
-    try:
-        with open(source, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise InvalidInputError("Failed to read auth_file '%s': %s." % (shown(source, 80),
-                                                                        exc.strerror or exc)) from None
-    previous = None
-    if os.path.exists(target):
-        with open(target, "rb") as handle:
-            previous = (handle.read(), stat.S_IMODE(os.stat(target).st_mode))
-    _write_private(target, data, 0o600)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            _write_private(target, *previous)
-        elif os.path.exists(target):
-            os.unlink(target)
-
-
-def _write_private(path, data, mode):
-    """Write ``data`` to ``path`` atomically (a temporary file in the same directory, then rename)."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    replace_file(path, data, mode, fsync=True, prefix=".auth.json.")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import stat
 import subprocess
 import sys
 import tarfile
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
-from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     ImageError,
@@ -420,34 +419,3 @@ def test_unreadable_probe_output_fails_in_one_sentence():
         _bootc.lock_held("stat: cannot stat\n")
     assert caught.value.msg == ("Failed to check the ostree sysroot lock: stat printed no device and inode "
                                 "(stat: cannot stat).")
-
-
-# ---------------------------------------------------------------- the auth file bootc reads
-
-@pytest.mark.parametrize("previous", [None, b'{"auths": {"old": {}}}'])
-def test_placed_auth_file_is_private_and_put_back(tmp_path, previous):
-    source = tmp_path / "mine.json"
-    source.write_bytes(b'{"auths": {"quay.io": {"auth": "c2VjcmV0"}}}')
-    target = tmp_path / "run" / "ostree" / "auth.json"
-    if previous is not None:
-        target.parent.mkdir(parents=True)
-        target.write_bytes(previous)
-        target.chmod(0o644)
-    with _auth.placed_auth_file(str(source), str(target)):
-        assert target.read_bytes() == source.read_bytes()
-        assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    if previous is None:
-        assert not target.exists()
-    else:
-        assert target.read_bytes() == previous and stat.S_IMODE(target.stat().st_mode) == 0o644
-    assert sorted(p.name for p in target.parent.iterdir()) == ([] if previous is None else ["auth.json"])
-
-
-def test_placed_auth_file_is_removed_when_the_switch_fails(tmp_path):
-    source = tmp_path / "mine.json"
-    source.write_bytes(b"{}")
-    target = tmp_path / "auth.json"
-    with pytest.raises(RuntimeError):
-        with _auth.placed_auth_file(str(source), str(target)):
-            raise RuntimeError("bootc failed")
-    assert not target.exists()
