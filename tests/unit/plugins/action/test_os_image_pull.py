@@ -291,8 +291,10 @@ def test_a_secret_a_tool_prints_is_masked_in_the_result(fake):
     stderr = 'level=fatal msg="bad credentials %s for fleet:%s"' % (token, PASSWORD)
     fake["results"] = [(1, "", stderr)]
     result = run({"image": IMAGE, "username": "fleet", "password": PASSWORD}, failed=True)
-    # user:password is a secret of its own (what the token encodes).
-    assert result["stderr"] == 'level=fatal msg="bad credentials ******** for ********"'
+    # user:password is a secret of its own (what the token encodes); ansible-core 2.17 masks the password in it
+    # first (fleet:********), later cores the whole of it.
+    assert result["stderr"] in ('level=fatal msg="bad credentials ******** for ********"',
+                                'level=fatal msg="bad credentials ******** for fleet:********"')
     assert PASSWORD not in json.dumps(result) and token not in json.dumps(result)
 
 
