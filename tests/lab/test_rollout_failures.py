@@ -317,8 +317,10 @@ def test_fleetlock_holders_never_exceed_slots(lab, fleet, tmp_path):
         for e in taken:
             assert e["id"] in FL_POOLS[e["group"]]
             assert len(e["holders"]) <= FL_SLOTS[e["group"]], e
-        # Every lock released, after its host was verified.
-        assert sorted(e["id"] for e in freed) == NODES
+        # Every lock released, after its host was verified. A steady-state whose answer the host did not get
+        # is sent again (up to three times, as a reboot manager does): FleetLock frees nothing for a host that
+        # holds nothing, so a host may be freed twice, never a host that was not locked.
+        assert sorted(set(e["id"] for e in freed)) == NODES
         rows = _rows(report)
         for e in freed:
             assert e["holders"] == [] or e["id"] not in e["holders"]
