@@ -20,7 +20,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _fleetlock, _lease
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _fleetlock, _lease, _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
@@ -138,8 +138,7 @@ class ActionModule(ActionBase):
 
     def _lease_task(self, options):
         """The result of os_rollout_lease with ``options`` on this host, over the connection, as the task runs it."""
-        params = {name: option.get("default") for name, option in _lease.ARGUMENT_SPEC.items()}
-        params.update(options)
+        params = _params.defaults(_lease.ARGUMENT_SPEC, **options)
         return _lease.task_result(ConnectionHost(self), params, check_mode=self._task.check_mode)
 
     def _write_rebooting(self, args, task_vars, target_digest):

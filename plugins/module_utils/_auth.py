@@ -30,7 +30,7 @@ import tempfile
 from contextlib import contextmanager
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, error_line
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse
 
 AUTH_FILE_NAME = "auth.json"
@@ -323,12 +323,6 @@ exit 1
 """
 
 
-def _cause(err, rc):
-    """The last line of a host command's stderr, else its exit status, for a message."""
-    lines = (err or "").strip().splitlines()
-    return lines[-1].strip().rstrip(".") if lines else "exit status %d" % rc
-
-
 def _private_directory(out):
     """The directory PRIVATE_AUTH_SCRIPT printed, or None when its output is not one."""
     lines = out.strip("\n").split("\n") if out else []
@@ -353,7 +347,7 @@ def host_auth_file(host, document):
     rc, out, err = host.run(argv, data=json.dumps(document).encode("utf-8"))
     directory = _private_directory(out) if rc == 0 else None
     if directory is None:
-        cause = _cause(err, rc) if rc != 0 else "the script printed no private directory"
+        cause = error_line(err, rc) if rc != 0 else "the script printed no private directory"
         raise CommandError("Failed to write the registry credentials to a private file on the host: %s."
                            % cause, cmd=argv, rc=rc, stderr=err)
     remove = ["rm", "-rf", "--", directory]
@@ -369,4 +363,4 @@ def host_auth_file(host, document):
     rc, _out, err = host.run(remove)
     if rc != 0:
         raise CommandError("Failed to remove the private auth file directory '%s' from the host: %s."
-                           % (directory, _cause(err, rc)), cmd=remove, rc=rc, stderr=err)
+                           % (directory, error_line(err, rc)), cmd=remove, rc=rc, stderr=err)

@@ -18,6 +18,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _rebase, _
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._host import shell_command
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils._params import defaults
 
 COMMANDS = ("finalize", "rollback", "cancel")
 
@@ -31,13 +32,6 @@ STAGE_ARGS = dict(
     auth_file=dict(type="path", no_log=False),
 )
 STAGE_REQUIRED_IF = [("transport", "remote", ["ostree_remote"])]
-
-
-def _options(spec, **given):
-    """The options of a module's argument spec: its defaults, and ``given``."""
-    options = {name: option.get("default") for name, option in spec.items()}
-    options.update(given)
-    return options
 
 
 def _staged(result, waiting):
@@ -83,7 +77,7 @@ class RpmOstree(Backend):
     name = "rpm-ostree"
 
     def stage(self, host, params, check_mode):
-        options = _options(_rebase.ARGUMENT_SPEC, image=params["image"], transport=params["transport"],
+        options = defaults(_rebase.ARGUMENT_SPEC, image=params["image"], transport=params["transport"],
                            ostree_remote=params["ostree_remote"], lock_finalization=params["lock_finalization"],
                            auth_file=params["auth_file"], state="staged")
         result = _rebase.rebase(host, options, check_mode)
@@ -112,7 +106,7 @@ class Bootc(Backend):
                                     % (params["transport"], shown(params["image"])))
         # bootc's download-only stage is rpm-ostree's locked finalization: an unplanned reboot boots the
         # booted deployment again, and only the activation applies the staged one.
-        options = _options(_switch.ARGUMENT_SPEC, image=params["image"], transport="registry",
+        options = defaults(_switch.ARGUMENT_SPEC, image=params["image"], transport="registry",
                            download_only=params["lock_finalization"], auth_file=params["auth_file"],
                            enforce_container_sigpolicy=params["transport"] == "signed")
         result = _switch.switch(host, options, check_mode)

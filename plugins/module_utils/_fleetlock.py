@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host, error_line
 
 # Seconds one request may take; a slow or silent server is an answer like any refusal.
 TIMEOUT = 30
@@ -34,8 +34,7 @@ def post(host, url, op, ident, group):
     body = json.dumps({"client_params": {"id": ident, "group": group}}, sort_keys=True)
     rc, out, err = as_host(host).run(request_argv(url, op), data=body)
     if rc != 0:
-        cause = err.strip().splitlines()[-1] if err.strip() else "curl exit status %d" % rc
-        return False, "no answer (%s)" % cause.rstrip(".")
+        return False, "no answer (%s)" % error_line(err, rc)
     text, _sep, status = out.rpartition("\n")
     if status.strip() == "200":
         return True, 200

@@ -153,6 +153,13 @@ if [ -e "$2" ]; then mv -f -- "$2" "$1"; else rm -f -- "$1"; fi
 """
 
 
+def error_line(err, rc):
+    """What a failed host command says, for a message: the last line of its stderr (without a final
+    period), else its exit status."""
+    lines = (err or "").strip().splitlines()
+    return lines[-1].strip().rstrip(".") if lines else "exit status %d" % rc
+
+
 def digest_of(data):
     """What REPLACE_SCRIPT compares: the sha256 of ``data`` (bytes), or ``-`` for no file."""
     return "-" if data is None else hashlib.sha256(data).hexdigest()

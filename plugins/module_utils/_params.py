@@ -157,6 +157,13 @@ def no_log_values(argument_spec, arguments):
     return found
 
 
+def defaults(argument_spec, **given):
+    """The options of a module called from other code: each option's default in ``argument_spec``, then ``given``."""
+    options = {name: option.get("default") for name, option in argument_spec.items()}
+    options.update(given)
+    return options
+
+
 def checked_module(argument_spec, text_options=(), **kwargs):
     """``AnsibleModule(argument_spec=argument_spec, **kwargs)`` once :func:`check_arguments` passes.
 
