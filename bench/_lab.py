@@ -17,6 +17,7 @@ import re
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -199,19 +200,155 @@ def controller_cpu():
     return usage.ru_utime + usage.ru_stime - _REAPED["cpu"], _REAPED["cpu"] + _adopted_ssh_cpu()
 
 
+# --------------------------------------------------------------------------
+# controller memory
+
+RSS_INTERVAL = 0.2   # seconds between two samples of a playbook run's RSS
+
+
+def tree_rss_kib(roots, children, rss_kib, seen=None):
+    """Summed RSS (KiB) of the processes roots and all their descendants, each counted once:
+    children(pid) -> its child pids, rss_kib(pid) -> its RSS (0 once it ended); seen: the pids already
+    counted (updated), so that trees summed at the same instant never count a process twice."""
+    seen = set() if seen is None else seen
+    total, stack = 0, list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += rss_kib(pid)
+        stack.extend(children(pid))
+    return total
+
+
+class ProcTree:
+    """The process tree as /proc shows it (proc: another root, for tests): each process's parent from
+    /proc/PID/stat, its RSS from VmRSS in /proc/PID/status.
+
+    Kernels without CONFIG_PROC_CHILDREN have no /proc/PID/task/*/children, so each sample lists /proc;
+    a process found outside the trees is not read again (an orphan goes to its subreaper or to init, so
+    it never joins a tree it was not in), the processes of the trees are read on every sample (an ssh
+    ControlPersist master moves from the ansible-playbook tree to us, its subreaper, when its ssh
+    client ends). A sample then reads a few files per process of the trees, not per process of the
+    machine."""
+
+    def __init__(self, proc="/proc"):
+        self.proc = str(proc)
+        self.outside = set()
+
+    def stat(self, pid):
+        """(ppid, comm) of the process -> None once it ended."""
+        try:
+            with open("%s/%d/stat" % (self.proc, pid), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        head, _, tail = data.rpartition(b")")         # comm may hold ")" and spaces
+        fields = tail.split()                          # state, ppid, ...
+        if len(fields) < 2:
+            return None
+        return int(fields[1]), head.partition(b"(")[2].decode(errors="replace")
+
+    def rss_kib(self, pid):
+        """VmRSS of the process in KiB; 0 once it ended or while it is a zombie (no VmRSS line)."""
+        try:
+            with open("%s/%d/status" % (self.proc, pid), "rb") as handle:
+                for line in handle:
+                    if line.startswith(b"VmRSS:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0
+
+    def sample(self, root, me):
+        """(KiB of root and its descendants, KiB of the ssh children of me other than root and their
+        descendants: the ssh ControlPersist masters me adopted as child subreaper), read at one time."""
+        pids = [int(name) for name in os.listdir(self.proc) if name.isdigit()]
+        self.outside.intersection_update(pids)
+        children, comm, read = {}, {}, []
+        for pid in pids:
+            if pid in self.outside:
+                continue
+            row = self.stat(pid)
+            if row is None:
+                continue
+            read.append(pid)
+            ppid, comm[pid] = row
+            children.setdefault(ppid, []).append(pid)
+
+        def kids(pid):
+            return children.get(pid, ())
+
+        seen = set()
+        tree = tree_rss_kib([root], kids, self.rss_kib, seen)
+        masters = [pid for pid in kids(me) if pid != root and comm.get(pid) == "ssh"]
+        adopted = tree_rss_kib(masters, kids, self.rss_kib, seen)
+        self.outside.update(pid for pid in read if pid not in seen)
+        return tree, adopted
+
+
+class RssSampler:
+    """Samples a process tree's RSS (ProcTree.sample) every interval seconds from start() to stop():
+    .peak_kib, the peak of root's tree; .peak_with_masters_kib, the peak of that tree plus the ssh
+    masters we adopted, summed at the same instant; .samples. A peak between two samples is missed."""
+
+    def __init__(self, root, interval=RSS_INTERVAL, tree=None):
+        self.root, self.interval, self.tree = root, interval, tree or ProcTree()
+        self.peak_kib = self.peak_with_masters_kib = self.samples = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self):
+        me = os.getpid()
+        while True:
+            tree, masters = self.tree.sample(self.root, me)
+            self.samples += 1
+            self.peak_kib = max(self.peak_kib, tree)
+            self.peak_with_masters_kib = max(self.peak_with_masters_kib, tree + masters)
+            if self._done.wait(self.interval):
+                return
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._done.set()
+        self._thread.join()
+
+
+def run_sampled(argv, timeout, interval=RSS_INTERVAL, **popen_args):
+    """subprocess.run(argv, stdout=PIPE, stderr=STDOUT, text=True, timeout=timeout, **popen_args) while an
+    RssSampler samples the RSS of its process tree -> (the CompletedProcess, the stopped sampler)."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          **popen_args) as popen:
+        sampler = RssSampler(popen.pid, interval).start()
+        try:
+            stdout, _ = popen.communicate(timeout=timeout)
+        except BaseException:                          # as subprocess.run: no process left behind
+            popen.kill()
+            raise
+        finally:
+            sampler.stop()
+    return subprocess.CompletedProcess(argv, popen.returncode, stdout), sampler
+
+
 def run_playbook(argv, log_path, what, quiet_localhost=False):
     """Run ansible-playbook argv (from the machine's own namespace, which reaches the lab registry through
     the lab's link) -> the process, with .wall (seconds),
     .cpu (controller user+sys seconds: .cpu_ansible, resource.getrusage(RUSAGE_CHILDREN) around the
     run, plus .cpu_ssh, what the ssh ControlPersist masters used meanwhile, see controller_cpu;
-    .subreaper false: the masters could not be adopted, .cpu_ssh is 0) and .recap ({host: counts});
+    .subreaper false: the masters could not be adopted, .cpu_ssh is 0), .peak_rss_kib (the peak summed
+    RSS of ansible-playbook and all its descendants: forks, ssh clients), .peak_rss_with_masters_kib
+    (that tree plus the ssh masters we adopted, at the same instants; the tree alone without
+    .subreaper), .rss_samples (one each RSS_INTERVAL, see RssSampler) and .recap ({host: counts});
     the output goes to log_path; BenchError naming `what` when it fails."""
     subreaper = _subreaper(True)
     cpu0, ssh0 = controller_cpu()
     began = time.monotonic()
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600,
-                              env=ansible_env(quiet_localhost), cwd=str(REPO), check=False)
+        proc, rss = run_sampled(argv, 3600, env=ansible_env(quiet_localhost), cwd=str(REPO))
     finally:
         _subreaper(False)
     proc.wall = time.monotonic() - began
@@ -219,6 +356,8 @@ def run_playbook(argv, log_path, what, quiet_localhost=False):
     proc.cpu_ansible, proc.cpu_ssh = cpu1 - cpu0, ssh1 - ssh0
     proc.cpu = proc.cpu_ansible + proc.cpu_ssh
     proc.subreaper = subreaper
+    proc.peak_rss_kib, proc.peak_rss_with_masters_kib = rss.peak_kib, rss.peak_with_masters_kib
+    proc.rss_samples = rss.samples
     log_path.write_text(proc.stdout)
     proc.recap = {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)),
                                "unreachable": int(m.group(4)), "failed": int(m.group(5))}

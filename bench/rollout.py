@@ -24,6 +24,9 @@ pool, the best schedule of its hosts' own reboot times (journal reboot -> boot) 
 blob_read events of the bench nodes. Controller CPU is user+sys of ansible-playbook and
 everything it started (RUSAGE_CHILDREN around the run, plus the ssh ControlPersist
 masters it leaves behind); overhead per host is (rollout - pooled floor) / N and CPU / N.
+Controller memory is the peak of the summed RSS of ansible-playbook and all its descendants
+(forks, ssh clients), sampled from /proc every 0.2 s during each run, and that tree plus the
+ssh masters. Every playbook runs with --forks (default: N; below N fewer hosts run at once).
 
 The lab is made to behave like a fleet (DESIGN.md, "Figures the project is measured
 by"): each bench node's link is shaped (--rate, 80mbit) and every boot of a bench node is
@@ -35,7 +38,7 @@ something broke). The bench nodes' host vars come from the lab's inventory,
 FLEETLAB_INVENTORY/hosts.yml (default inventories/lab, as for lab/fleetlab).
 
   .venv/bin/python bench/rollout.py [--count 12 | --nodes node12,...,node23] [--budget 3]
-      [--pools 2] [--boot-delay 10 | --boot-spread 5-30 [--seed 15]] [--rate 80mbit] [--size-mb 50]
+      [--pools 2] [--boot-delay 10 | --boot-spread 5-30 [--seed 15]] [--rate 80mbit] [--size-mb 50] [--forks N]
 """
 
 from __future__ import annotations
@@ -54,9 +57,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _floor import parse_spread, pooled_floor, slot_records_from_hosts, slot_reuse, spread_delays  # noqa: E402
 from _lab import (  # noqa: E402  (what the lab benches share)
-    BASE, REPO, RESULTS, ROLLBACK, ROLLOUT, STATE, VENV_BIN, BenchError, Journal, best_effort, bench_nodes,
-    bench_parser, blob_bytes, fleetlab, lab_boot_delay, lab_info, log, run_bench, run_playbook, slow_boot, status,
-    write_inventory as write_lab_inventory)
+    BASE, REPO, RESULTS, ROLLBACK, ROLLOUT, RSS_INTERVAL, STATE, VENV_BIN, BenchError, Journal, best_effort,
+    bench_nodes, bench_parser, blob_bytes, fleetlab, lab_boot_delay, lab_info, log, run_bench, run_playbook, slow_boot,
+    status, write_inventory as write_lab_inventory)
 
 NAIVE = REPO / "bench" / "naive-rollout.yml"
 REPOSITORY = "fleetos/bench-rollout"
@@ -158,11 +161,6 @@ def write_inventory(path, nodes, pools, budget):
     return {group.replace("_", "-"): names for group, names in members.items() if names}
 
 
-def playbook(inventory, book, log_path, *extra, forks):
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(book), "--forks", str(forks)] + list(extra)
-    return run_playbook(argv, log_path, book.name)
-
-
 # --------------------------------------------------------------------------
 # the bench
 
@@ -190,9 +188,18 @@ class Bench:
         self.run_dir = RESULTS / ("rollout-%s" % stamp)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.inventory = self.run_dir / "hosts.yml"
-        self.forks = max(args.forks or 0, len(self.nodes))
+        self.forks = args.forks or len(self.nodes)
         self.shaped = False
         self.faulted = False
+
+    def playbook(self, book, log_name, *extra):
+        """ansible-playbook BOOK on the bench inventory, with the bench's forks (the same for every run) -> the
+        run_playbook process; logs its wall time and peak RSS."""
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(book),
+                "--forks", str(self.forks)] + list(extra)
+        proc = run_playbook(argv, self.run_dir / log_name, book.name)
+        log("%s: %.1f s, %s" % (log_name, proc.wall, fmt_rss(rss(proc))))
+        return proc
 
     # -- lab settings
     def shape(self, on):
@@ -213,9 +220,8 @@ class Bench:
     def restore(self, digests, label):
         """Back to v1: cancel staged deployments, roll back hosts booted on each digest."""
         for digest in digests:
-            playbook(self.inventory, ROLLBACK, self.run_dir / ("%s-%s.log" % (label, digest[7:19])),
-                     "-e", "fleetos_rollback_from=%s" % digest,
-                     "-e", "fleetos_report_dir=%s" % (self.run_dir / label), forks=self.forks)
+            self.playbook(ROLLBACK, "%s-%s.log" % (label, digest[7:19]), "-e", "fleetos_rollback_from=%s" % digest,
+                          "-e", "fleetos_report_dir=%s" % (self.run_dir / label))
 
     # -- the run
     def run(self):
@@ -246,15 +252,15 @@ class Bench:
 
         log("rollout v1 -> v2 on %d nodes" % len(self.nodes))
         j = Journal()
-        ro = playbook(self.inventory, ROLLOUT, self.run_dir / "rollout.log", "-e", "fleetos_rollout_image=%s" % v2_tag,
-                      "-e", "fleetos_report_dir=%s" % (self.run_dir / "rollout"), forks=self.forks)
+        ro = self.playbook(ROLLOUT, "rollout.log", "-e", "fleetos_rollout_image=%s" % v2_tag,
+                           "-e", "fleetos_report_dir=%s" % (self.run_dir / "rollout"))
         ro_events = j.events(set(self.nodes))
         report = json.loads((self.run_dir / "rollout" / "rollout-report.json").read_text())
 
         log("no-op rerun")
         j = Journal()
-        rr = playbook(self.inventory, ROLLOUT, self.run_dir / "rerun.log", "-e", "fleetos_rollout_image=%s" % v2_tag,
-                      "-e", "fleetos_report_dir=%s" % (self.run_dir / "rerun"), forks=self.forks)
+        rr = self.playbook(ROLLOUT, "rerun.log", "-e", "fleetos_rollout_image=%s" % v2_tag,
+                           "-e", "fleetos_report_dir=%s" % (self.run_dir / "rerun"))
         rr_events = j.events(set(self.nodes))
         rr_report = json.loads((self.run_dir / "rerun" / "rollout-report.json").read_text())
 
@@ -266,8 +272,7 @@ class Bench:
 
         log("naive rollout v1 -> v2' (serial: 3)")
         j = Journal()
-        nv = playbook(self.inventory, NAIVE, self.run_dir / "naive.log",
-                      "-e", "bench_naive_ref=ostree-unverified-registry:%s" % v2n_tag, forks=self.forks)
+        nv = self.playbook(NAIVE, "naive.log", "-e", "bench_naive_ref=ostree-unverified-registry:%s" % v2n_tag)
         nv_events = j.events(set(self.nodes))
         naive_booted = status(self.nodes)
 
@@ -349,7 +354,7 @@ class Bench:
                 "boot_delays_s": {"min": delays[0], "median": statistics.median(delays), "max": delays[-1],
                                   "per_node": self.delays},
                 "lab_boot_delay_s": self.lab_delay, "slow_boot_fault_s": self.faults,
-                "layer_mb": a.size_mb, "forks": self.forks,
+                "layer_mb": a.size_mb, "forks": self.forks, "rss_interval_s": RSS_INTERVAL,
                 "cpus": len(os.sched_getaffinity(0)),
                 "v2": {"image": "%s:%s" % (v2["reference"], v2["tag"]), "digest": v2["digest"]},
                 "v2_naive": {"image": "%s:%s" % (v2n["reference"], v2n["tag"]), "digest": v2n["digest"]},
@@ -360,7 +365,7 @@ class Bench:
                 "wall_s": round(ro.wall, 2), "result": report["result"], "counts": report["counts"],
                 "waves": report.get("waves"), "slots": report.get("slots"),
                 "slot_reuse": {"source": slot_source, "pools": reuse},
-                **cpu(ro),
+                **cpu(ro), **rss(ro),
                 "overhead_s_per_host": round((ro.wall - pooled["wall_s"]) / n, 3),
                 "reboots": len(ro_reboots), "changed_hosts": len(changed),
                 "reboots_per_changed_host": round(len(ro_reboots) / len(changed), 2) if changed else None,
@@ -371,7 +376,7 @@ class Bench:
                 "bytes_pulled_per_host": per_host(ro_bytes),
             },
             "naive": {
-                "wall_s": round(nv.wall, 2), "reboots": len(nv_reboots), **cpu(nv),
+                "wall_s": round(nv.wall, 2), "reboots": len(nv_reboots), **cpu(nv), **rss(nv),
                 "all_booted_on_v2_naive": naive_ok,
                 "max_concurrent_down_fleet": max_concurrent(nv_spans),
                 "bytes_pulled_per_host": per_host(nv_bytes),
@@ -406,7 +411,7 @@ class Bench:
                 "wall_s": round(rr.wall, 2), "blob_reads": sum(1 for e in rr_events if e["event"] == "blob_read"),
                 "blob_bytes": sum(rr_bytes.values()), "reboots": len(rr_reboots),
                 "counts": rr_report["counts"], "changed": sum(r["changed"] for r in rr.recap.values()),
-                **cpu(rr),
+                **cpu(rr), **rss(rr),
             },
             "layer_bytes": layer_bytes,
             "ratios": {
@@ -432,6 +437,23 @@ class Bench:
         except Exception as exc:  # noqa: BLE001
             problems.append(str(exc))
         return problems
+
+
+def rss(proc):
+    """The memory figures of a run_playbook process, MiB: the peak summed RSS of ansible-playbook and its
+    descendants, and of that tree plus the ssh masters (None when they could not be adopted)."""
+    return {"peak_rss_mib": round(proc.peak_rss_kib / 1024, 1),
+            "peak_rss_with_ssh_masters_mib": round(proc.peak_rss_with_masters_kib / 1024, 1)
+            if proc.subreaper else None,
+            "rss_samples": proc.rss_samples}
+
+
+def fmt_rss(run):
+    """'peak RSS NNN MiB (process tree)' of a run's figures (rss()), with the ssh masters when counted."""
+    text = "peak RSS %.0f MiB (process tree)" % run["peak_rss_mib"]
+    if run["peak_rss_with_ssh_masters_mib"] is None:
+        return text + ", ssh masters NOT counted (no subreaper)"
+    return text + ", %.0f MiB with the ssh masters" % run["peak_rss_with_ssh_masters_mib"]
 
 
 def mb(value):
@@ -498,6 +520,10 @@ def show(res):
           % (n, ro["overhead_s_per_host"], ro["cpu_s_per_host"]))
     print("          rerun CPU %.1f s (%.2f s per host), naive CPU %.1f s (%.2f s per host)"
           % (rr["cpu_s"], rr["cpu_s_per_host"], nv["cpu_s"], nv["cpu_s_per_host"]))
+    print("memory  : rollout %s (forks=%d, sampled every %g s)"
+          % (fmt_rss(ro), s["forks"], s["rss_interval_s"]))
+    print("          rerun   %s" % fmt_rss(rr))
+    print("          naive   %s" % fmt_rss(nv))
     print("bytes   : rollout pulled %s per host (median; min %s, max %s), naive %s; changed layer %s (v2), %s (v2')"
           % (mb(ro["bytes_pulled_per_host"]["median"]), mb(ro["bytes_pulled_per_host"]["min"]),
              mb(ro["bytes_pulled_per_host"]["max"]), mb(nv["bytes_pulled_per_host"]["median"]),
@@ -526,12 +552,16 @@ def main():
                         help="seed of the --boot-spread draw (%d: the same delays on every run)" % DEFAULT_SEED)
     parser.add_argument("--rate", default="80mbit", help="each bench node's link rate (80mbit)")
     parser.add_argument("--size-mb", type=int, default=50, help="size of the layer v2 adds (50)")
-    parser.add_argument("--forks", type=int, default=0, help="ansible forks (default: the number of nodes)")
+    parser.add_argument("--forks", type=int, default=0,
+                        help="ansible forks of every playbook run, below the number of nodes too (default: the "
+                             "number of nodes)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/rollout.py: the lab needs root")
     if args.pools < 1 or args.budget < 1:
         sys.exit("bench/rollout.py: --pools and --budget must be at least 1")
+    if args.forks < 0:
+        sys.exit("bench/rollout.py: --forks must be at least 1 (or 0: the number of nodes)")
     bench = Bench(args)
     return run_bench(bench, "rollout", show, lambda: bench.cleanup() if hasattr(bench, "base_digest") else [],
                      logs="logs and reports")

@@ -45,10 +45,10 @@ PHASES = ("prepare", "reboot", "verify", "health", "post", "rollback")
 EVENTS = ("reboot_start", "reboot_end", "booted", "verified", "rollback_start", "rolled_back")
 MODES = ("finalize", "rollback", "verify")
 ERROR_MAX = 300
-# Seconds a host that asks for a slot lets the hosts before it in the rollout order (of its pool)
-# arrive: the forks reach the book a little apart, and a host the rollout puts first (a host a
-# killed run rebooted, which still holds its FleetLock slot; the canary) must not lose its slot to
-# one that happened to ask first. A host that never asks (another batch) delays the others this long.
+# Seconds a host that asks for a slot lets the hosts before it in its pool's rollout order that go
+# first arrive: the forks reach the book a little apart, and a host the rollout puts first (a host a
+# killed run rebooted, which still holds its FleetLock slot) must not lose its slot to one that
+# happened to ask first. Such a host that never asks delays the others this long.
 SETTLE = 10.0
 
 
@@ -73,7 +73,8 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
 
     The first ``canary`` hosts are the canary batch. Once ``max_failures`` activations
     failed, no new slot is granted. A host waits up to ``settle`` seconds for the hosts before
-    it in its pool's order to ask too.
+    it in its pool's order that go ``first`` (a host a killed run rebooted, which may still
+    hold its FleetLock slot) to ask too; the others are served as they ask.
     """
     if not isinstance(hosts, (list, tuple)):
         raise SlotError("hosts must be a list of {host, pool} mappings, not %r" % (hosts,))
@@ -94,7 +95,7 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
             raise SlotError("pool %s of host %s has no budget" % (pool, host))
         book["pools"].setdefault(pool, {"budget": _int(budgets[pool], "the budget of pool %s" % pool, 0)})
         book["order"].append(host)
-        book["hosts"][host] = {"pool": pool, "state": "queued", "locked": False,
+        book["hosts"][host] = {"pool": pool, "state": "queued", "locked": False, "first": bool(item.get("first")),
                                "asked_at": None, "granted_at": None, "released_at": None}
     book["canary"] = book["order"][:_int(canary or 0, "canary", 0)]
     return book
@@ -147,8 +148,8 @@ def try_acquire(book, host, now, take=True):
     if state == "queued":
         entry.update(state="waiting", asked_at=float(now))
     before = book["order"][:book["order"].index(host)]
-    if any(book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] == "queued" for h in before) \
-            and float(now) - entry["asked_at"] < book.get("settle", SETTLE):
+    if any(book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] == "queued" and book["hosts"][h].get("first")
+           for h in before) and float(now) - entry["asked_at"] < book.get("settle", SETTLE):
         return "wait", None
     free = budget - len(_pool_hosts(book, pool, ("holding", "lost")))
     if free > 0 and host in _pool_hosts(book, pool, ("waiting",))[:free]:
@@ -158,6 +159,32 @@ def try_acquire(book, host, now, take=True):
         book["grants"].append(host)
         return "granted", None
     return "wait", None
+
+
+def free_slots(book, pool):
+    """The slots of ``pool`` no host holds (lost hosts keep theirs)."""
+    return book["pools"][pool]["budget"] - len(_pool_hosts(book, pool, ("holding", "lost")))
+
+
+def park_reason(book, host, running):
+    """Why a host about to ask for a slot should wait off the forks, or None to let it ask.
+
+    The strategy ``fleetos.layering.slots`` parks such a host (it holds no fork) while every
+    slot of its pool is taken and one of its holders is among ``running`` (the hosts still
+    at work in the play): that holder frees a slot. Otherwise the host asks, and the answer
+    (a slot, a refusal, or a wait up to the slot timeout) is the action's, as without parking.
+    Reads the book; changes nothing.
+    """
+    entry = book["hosts"].get(host)
+    if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"]:
+        return None
+    if len(failed_hosts(book)) >= book["max_failures"]:
+        return None
+    pool = entry["pool"]
+    holding = _pool_hosts(book, pool, ("holding",))
+    if free_slots(book, pool) > 0 or not any(h in running for h in holding):
+        return None
+    return "every budget slot of pool %s is held (%s)" % (pool, ", ".join(holders(book, pool)))
 
 
 def lease_can_wait(book, host):
@@ -478,6 +505,22 @@ def _write(path, book):
     replace_file(path, json.dumps(book, sort_keys=True).encode(), prefix=".book-")
 
 
+def _load(path):
+    try:
+        with open(path) as handle:
+            book = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
+    if not isinstance(book, dict) or book.get("version") != VERSION:
+        raise SlotError("the slot book %s is not a book of this collection's version" % path)
+    return book
+
+
+def read_book(path):
+    """The book as last written, without the lock: every write replaces the file whole."""
+    return _load(path)
+
+
 @contextlib.contextmanager
 def locked_book(path):
     """Read the book under an exclusive lock; what the block changes is written back."""
@@ -487,13 +530,7 @@ def locked_book(path):
         raise SlotError("the slot book %s cannot be locked: %s" % (path, exc.strerror))
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(path) as handle:
-                book = json.load(handle)
-        except (OSError, ValueError) as exc:
-            raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
-        if not isinstance(book, dict) or book.get("version") != VERSION:
-            raise SlotError("the slot book %s is not a book of this collection's version" % path)
+        book = _load(path)
         before = json.dumps(book, sort_keys=True)
         yield book
         if json.dumps(book, sort_keys=True) != before:

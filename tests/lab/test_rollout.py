@@ -34,10 +34,11 @@ def fleet(lab, rollout_image):
     return dict(rollout_image)
 
 
-def _inventory(lab, path):
+def _inventory(lab, path, budgets=None):
     hosts, allvars = read_hosts(lab.inventory)
+    budgets = budgets or BUDGETS
     inventory = {"all": {"vars": allvars, "children": {"rollout_lab": {"children": {
-        pool: {"vars": {"fleetos_pool": pool, "fleetos_pool_max_unavailable": BUDGETS[pool]},
+        pool: {"vars": {"fleetos_pool": pool, "fleetos_pool_max_unavailable": budgets[pool]},
                "hosts": {name: hosts[name] for name in names}}
         for pool, names in POOLS.items()}}}}}
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
@@ -50,10 +51,10 @@ class Fleet:
         self.tmp = tmp_path
         self.inventory = _inventory(lab, tmp_path / "hosts.yml")
 
-    def play(self, playbook, *extra, report="report", check=True, inventory=None):
+    def play(self, playbook, *extra, report="report", check=True, inventory=None, forks=20):
         start = len(self.lab.journal())
         began = time.time()
-        proc = _run(self.lab, inventory or self.inventory, playbook, "--forks", "20",
+        proc = _run(self.lab, inventory or self.inventory, playbook, "--forks", str(forks),
                     "-e", "fleetos_report_dir=%s" % (self.tmp / report), *extra, check=check)
         proc.wall = time.time() - began
         proc.events = self.lab.journal()[start:]
@@ -192,6 +193,36 @@ def test_rollout_happy_path_and_rerun(lab, fleet, tmp_path):
         print("happy path: %.1f s for 6 nodes, budgets %s, %d reboots; rerun %.1f s"
               % (proc.wall, BUDGETS, len(_reboots(proc.events)), again.wall))
     finally:
+        f.restore(fleet["digest"])
+
+
+def test_rollout_with_fewer_forks_than_hosts_keeps_every_pool_busy(lab, fleet, tmp_path):
+    """Two forks for six hosts, budgets 1 and 1, the blue hosts first in the inventory: a blue
+    host waiting for blue's slot holds no fork (strategy fleetos.layering.slots), so a green host
+    reboots beside each blue one. With a fork per waiting host (serial waves of two), node06 would
+    wait for node05 in the first wave and node09 and node10 would reboot with no blue host beside."""
+    f = Fleet(lab, tmp_path)
+    budgets = {"blue": 1, "green": 1}
+    f.inventory = _inventory(lab, tmp_path / "hosts.yml", budgets)
+    try:
+        for node in NODES:
+            lab.fleetlab("fault", node, "slow-boot", "6")
+        proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s" % fleet["tag_image"], forks=2)
+        report = proc.report
+        assert report["result"] == "success", proc.stdout[-5000:]
+        assert report["counts"]["activated"] == 6
+        assert sorted(_reboots(proc.events)) == NODES
+        spans = dict((pool, _journal_intervals(proc.events, names)) for pool, names in POOLS.items())
+        for pool in POOLS:
+            assert _max_concurrent(spans[pool]) == 1, (pool, spans[pool])
+        # Every green reboot overlaps a blue one.
+        lonely = [span for span in spans["green"]
+                  if not any(start < span[1] and span[0] < end for start, end in spans["blue"])]
+        assert lonely == [], (spans, proc.stdout[-3000:])
+        print("two forks, six hosts: %.1f s" % proc.wall)
+    finally:
+        for node in NODES:
+            lab.fleetlab("fault", node, "clear")
         f.restore(fleet["digest"])
 
 

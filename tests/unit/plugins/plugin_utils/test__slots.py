@@ -49,15 +49,25 @@ def activate(b, name, now=2.0):
     return _slots.release(b, name, now + 3)
 
 
+def first(b, *names):
+    for name in names:
+        b["hosts"][name]["first"] = True
+    return b
+
+
 def test_free_slots_go_to_the_waiting_hosts_in_rollout_order():
-    b = book("a:n1,n2,n3", {"a": 1})
-    # n3 asks first, but n1 comes before it: n3 lets n1 arrive, and n1 gets the slot.
+    # n3 asks first, but n1 goes first (a killed run rebooted it): n3 lets n1 arrive, and n1 gets the slot.
+    b = first(book("a:n1,n2,n3", {"a": 1}), "n1")
     assert ask(b, "n3", now=1) == ["wait"]
     assert ask(b, "n1", "n3", now=2) == ["granted", "wait"]
-    # A host before it that never asks (another batch) delays it only SETTLE seconds.
-    b = book("a:n1,n2,n3", {"a": 2})
+    # A host that goes first and never asks delays it only SETTLE seconds.
+    b = first(book("a:n1,n2,n3", {"a": 2}), "n1")
     assert ask(b, "n3", now=1) == ["wait"]
     assert ask(b, "n3", now=1 + _slots.SETTLE) == ["granted"]
+    # The others are served as they ask: n2, still staging, does not hold n3 back.
+    b = book("a:n1,n2,n3", {"a": 2})
+    assert ask(b, "n3", "n1", now=1) == ["granted", "granted"]
+    assert _slots.new_book([{"host": "n1", "pool": "a", "first": 1}], {"a": 1}, 1)["hosts"]["n1"]["first"] is True
     b = book()
     assert ask(b, "n1", "n2", "n3", "n4", "n5") == ["granted", "granted", "wait", "granted", "wait"]
     # A slot freed is a slot taken: n1 done, n3 gets it at once; pool b is untouched.
@@ -343,3 +353,45 @@ def test_try_acquire_without_take_says_a_slot_is_free_and_leaves_it_free():
     assert book["hosts"]["h1"]["state"] == "waiting" and book["grants"] == []
     assert _slots.try_acquire(book, "h1", 2.0) == ("granted", None) and book["grants"] == ["h1"]
     assert _slots.try_acquire(book, "h2", 3.0, take=False) == ("wait", None)
+
+
+def running_book():
+    """Pool a (1 slot) held by n1; pool b (1 slot) free."""
+    b = book("a:n1,n2,n3 b:n4,n5", {"a": 1, "b": 1})
+    assert ask(b, "n1") == ["granted"]
+    return b
+
+
+def test_a_host_is_parked_while_a_holder_at_work_has_every_slot_of_its_pool():
+    b = running_book()
+    assert _slots.park_reason(b, "n2", running={"n1", "n2"}) == "every budget slot of pool a is held (n1)"
+    # Pool b has a free slot; n1 holds its slot already (a slot is recursive).
+    assert _slots.park_reason(b, "n4", running={"n1", "n4"}) is None
+    assert _slots.park_reason(b, "n1", running={"n1"}) is None
+    # The holder left the play (it went unreachable): nobody here frees the slot, so n2 asks and waits in its task.
+    assert _slots.park_reason(b, "n2", running={"n2"}) is None
+    assert _slots.free_slots(b, "a") == 0 and _slots.free_slots(b, "b") == 1
+
+
+def test_a_host_is_not_parked_when_the_run_stops_or_its_pool_is_lost():
+    b = running_book()
+    b["stop"] = "stopped"
+    assert _slots.park_reason(b, "n2", running={"n1", "n2"}) is None
+    b = running_book()
+    _slots.new_record(b, "n1", "finalize", T)
+    _slots.record_failure(b, "n1", "reboot", {"msg": "boom"}, 3, rollback=False)
+    # max_failures (1) reached: n2 asks, and is refused by the book.
+    assert _slots.park_reason(b, "n2", running={"n1", "n2"}) is None
+    assert ask(b, "n2") == ["refused"]
+    # A host not in the book, or done, is never parked.
+    assert _slots.park_reason(running_book(), "other", running={"n1"}) is None
+
+
+def test_the_book_is_read_without_its_lock(tmp_path):
+    b = running_book()
+    path = _slots.create_book_file(b, directory=str(tmp_path), owner=os.getpid())
+    assert _slots.read_book(path)["hosts"]["n1"]["state"] == "holding"
+    with open(path, "w") as handle:
+        handle.write("[]")
+    with pytest.raises(_slots.SlotError, match="is not a book of this collection's version"):
+        _slots.read_book(path)

@@ -1,0 +1,194 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+name: slots
+short_description: Each host moves on its own; a host waiting for a budget slot holds no fork
+version_added: 0.3.0
+description:
+  - The strategy of the activation plays of C(fleetos.layering.rollout) and C(fleetos.layering.rollback).
+    It is ansible-core's C(free) strategy (each host runs its tasks as fast as it can, with no wait for the
+    other hosts) with one difference - a host whose next task asks for a budget slot
+    (C(fleetos.layering.os_activate_slot) with O(fleetos.layering.os_activate_slot#module:op=acquire)) while
+    every slot of its pool is held by a host still at work in the play is parked - it is not given a fork -
+    until a slot of its pool is freed. Parked hosts are let go in the pool's rollout order, as many as there
+    are free slots.
+  - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
+    slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
+    its slots one after the other, whatever the forks.
+  - A host that asks when no holder of its pool is at work in the play (the slots are held by hosts that did
+    not come back, or by another run through FleetLock) is not parked - it asks and waits in its task, up to
+    the slot timeout, as with any other strategy.
+author:
+  - fleetos.layering contributors (@fleetos)
+notes:
+  - Like C(free), it does not support C(run_once) tasks, C(any_errors_fatal) or C(max_fail_percentage) in the
+    play; the book of slots stops the activation at C(max_failures).
+  - The forks a run needs, and the controller's memory, are in the collection's C(docs/rollout.md).
+"""
+
+import os
+import time
+
+from ansible.executor.play_iterator import IteratingStates
+from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
+from ansible.utils.display import Display
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+
+display = Display()
+
+# The task a host is parked before: the one that asks for a budget slot.
+GATE_ACTIONS = ("fleetos.layering.os_activate_slot", "os_activate_slot")
+# With parked hosts and no task at work for this long, every parked host is let go (it asks, and
+# its task waits or is refused): a safety net, never the rule.
+IDLE_RELEASE = 30.0
+# Seconds between two looks at the parked hosts when no result came in and no book changed (a
+# holder may have left the play).
+LOOK_AGAIN = 1.0
+
+
+class StrategyModule(FreeStrategyModule):
+    """ansible-core's free strategy; hosts waiting for a budget slot wait off the forks."""
+
+    _clock = staticmethod(time.monotonic)
+
+    def __init__(self, tqm):
+        super().__init__(tqm)
+        self._parked = []        # [(book path, host, task, task_vars, play_context)], in the order parked
+        self._launched = {}      # book path -> hosts let go to ask, not seen holding or done yet
+        self._books = {}         # book path -> (file identity, book)
+        self._iterator = None
+        self._idle_since = None
+        self._looked_at = 0.0
+
+    def run(self, iterator, play_context):
+        self._iterator = iterator
+        return super().run(iterator, play_context)
+
+    # -- the gate ----------------------------------------------------------------------
+
+    @staticmethod
+    def _gate_book(task, task_vars):
+        """The book a task asks a slot of, when it is the slot request; else None."""
+        if task.action not in GATE_ACTIONS or (task.args or {}).get("op") != "acquire":
+            return None
+        book = (task_vars or {}).get("os_activate_book")
+        path = book.get("path") if isinstance(book, dict) else None
+        return path if isinstance(path, str) and path else None
+
+    def _read_book(self, path):
+        """The book at ``path`` (read again only when its file was replaced), or None."""
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = self._books.get(path)
+        if cached and cached[0] == identity:
+            return cached[1]
+        try:
+            book = _slots.read_book(path)
+        except _slots.SlotError:
+            return None
+        self._books[path] = (identity, book)
+        return book
+
+    def _running(self):
+        """The hosts still at work in the play: neither done, failed nor unreachable."""
+        iterator = self._iterator
+        running = set()
+        if iterator is None:
+            return running
+        for host in self._inventory.get_hosts(iterator._play.hosts, order=iterator._play.order):
+            name = host.get_name()
+            if self._tqm._unreachable_hosts.get(name) or iterator.is_failed(host):
+                continue
+            if iterator.get_state_for_host(name).run_state != IteratingStates.COMPLETE:
+                running.add(name)
+        return running
+
+    def _may_ask(self, path, host, running):
+        """Whether ``host`` may ask for its slot now: -> (yes, why it waits)."""
+        book = self._read_book(path)
+        if book is None:
+            return True, None
+        reason = _slots.park_reason(book, host, running)
+        if reason is not None:
+            return False, reason
+        launched = self._launched.setdefault(path, set())
+        launched.intersection_update(h for h in launched if book["hosts"].get(h, {}).get("state") in ("queued", "waiting"))
+        pool = book["hosts"].get(host, {}).get("pool")
+        if pool is None or book["hosts"][host]["state"] not in ("queued", "waiting"):
+            return True, None
+        # Slots let go to hosts that have not asked yet are spoken for.
+        spoken = len([h for h in launched if book["hosts"][h]["pool"] == pool and h != host])
+        if _slots.free_slots(book, pool) - spoken > 0 or not spoken:
+            launched.add(host)
+            return True, None
+        return False, "the free slots of pool %s are spoken for" % pool
+
+    # -- the strategy's hooks ----------------------------------------------------------
+
+    def _queue_task(self, host, task, task_vars, play_context):
+        path = self._gate_book(task, task_vars)
+        if path is not None:
+            yes, reason = self._may_ask(path, host.get_name(), self._running())
+            if not yes:
+                display.vvv("%s waits for a budget slot without a fork: %s" % (host.get_name(), reason))
+                self._parked.append((path, host, task, task_vars, play_context))
+                return
+        super()._queue_task(host, task, task_vars, play_context)
+
+    def _process_pending_results(self, iterator, one_pass=False, max_passes=None):
+        results = super()._process_pending_results(iterator, one_pass=one_pass, max_passes=max_passes)
+        if self._parked and (results or self._books_changed() or self._clock() - self._looked_at >= LOOK_AGAIN):
+            self._let_go()
+        return results
+
+    def _books_changed(self):
+        """Whether a book with parked hosts was written since it was read (one stat per book)."""
+        for path in set(item[0] for item in self._parked):
+            try:
+                stat = os.stat(path)
+            except OSError:
+                return True
+            cached = self._books.get(path)
+            if not cached or cached[0] != (stat.st_ino, stat.st_mtime_ns, stat.st_size):
+                return True
+        return False
+
+    def _let_go(self):
+        """Queue the parked hosts that may ask now, in their pools' rollout order."""
+        busy = self._pending_results > 0
+        now = self._looked_at = self._clock()
+        if busy:
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now
+        stuck = self._idle_since is not None and now - self._idle_since >= IDLE_RELEASE
+        running = self._running()
+        waiting = []
+        for item in self._order(self._parked):
+            path, host = item[0], item[1].get_name()
+            yes = stuck or self._may_ask(path, host, running)[0]
+            if yes:
+                super()._queue_task(*item[1:])
+            else:
+                waiting.append(item)
+        self._parked = waiting
+
+    def _order(self, parked):
+        """The parked hosts in the rollout order of their book."""
+        def position(item):
+            book = self._books.get(item[0], (None, {}))[1]
+            order = book.get("order") or []
+            name = item[1].get_name()
+            return order.index(name) if name in order else len(order)
+        return sorted(parked, key=position)
