@@ -30,7 +30,8 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import Co
 STEP_REBOOT = "Finalize the staged deployment and reboot"
 STEP_VERIFY = "Read and verify the booted deployment"
 
-OPS = ("open", "acquire", "prepare", "rebooting", "event", "booted", "fail", "release", "unlock", "canary", "close")
+OPS = ("open", "acquire", "drop", "prepare", "rebooting", "event", "booted", "fail", "release", "unlock", "canary",
+       "close")
 
 ARGUMENT_SPEC = {
     "op": {"type": "str", "required": True, "choices": list(OPS)},
@@ -59,6 +60,8 @@ ARGUMENT_SPEC = {
     "activate": {"type": "dict", "options": _reboot.ARGUMENT_SPEC},
     "health": {"type": "bool", "default": True},
     "probe": {"type": "dict"},
+    "reason": {"type": "str"},
+    "failed": {"type": "bool", "default": False},
     "reboot_timeout": {"type": "int", "default": 600},
     "fleetlock_url": {"type": "str"},
     "fleetlock_group": {"type": "str"},
@@ -69,6 +72,7 @@ ARGUMENT_SPEC = {
 REQUIRED_IF = [
     ("op", "open", ("hosts", "budgets")),
     ("op", "acquire", ("book", "target_digest")),
+    ("op", "drop", ("book", "reason")),
     ("op", "prepare", ("book",)),
     ("op", "rebooting", ("book",)),
     ("op", "event", ("book", "event")),
@@ -289,6 +293,13 @@ class ActionModule(ActionBase):
                 return False, "FleetLock gave no slot within %s s (%s refused, last answer %s)" % (
                     args["fleetlock_timeout"], args["host"], status)
             self._sleep(args["fleetlock_retry_delay"])
+
+    def _op_drop(self, args, task_vars):
+        """The host will not ask for its slot (its stage failed, or left nothing to activate)."""
+        with _slots.locked_book(args["book"]) as book:
+            _slots.drop(book, args["host"], args["reason"], self._clock(), failed=args["failed"])
+            stop = book["stop"]
+        return {"stop_reason": stop}
 
     def _read_deployments(self, args, task_vars):
         """The host's deployments, as fleetos.layering.os_info returns them (without the architecture).

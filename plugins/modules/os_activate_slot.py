@@ -23,7 +23,8 @@ description:
     slots go to the waiting hosts of a pool in rollout order. A slot is recursive, owned by its host,
     and freed when the host is verified healthy, rolled back, or never disrupted. A host that went
     down and did not come back, or whose rollback failed, keeps its slot. Once O(max_failures)
-    activations failed, no new slot is granted.
+    hosts failed (activations, and the stages of hosts of the book, O(op=drop) with O(failed=true)), no
+    new slot is granted.
   - "With O(fleetlock_url), a host that got a slot of the book also takes one from FleetLock
     (C(POST /v1/pre-reboot) with the header C(fleet-lock-protocol: true), group O(fleetlock_group), id
     O(fleetlock_id)), from the host itself, asked again every O(fleetlock_retry_delay) seconds for
@@ -37,7 +38,8 @@ description:
     V(rebooting) in the host's rollout lease, M(fleetos.layering.os_rollout_lease) on the host),
     O(op=event) and O(op=fail) record the activation, O(op=booted) reads the booted deployment on
     the host once it is back and fails unless it is the target (with O(health=false) it records
-    the host verified), O(op=release) frees the slot, O(op=canary) closes the canary batch,
+    the host verified), O(op=drop) takes a host that will not ask for its slot out of the book (its
+    stage failed or left nothing to activate; O(reason)), O(op=release) frees the slot, O(op=canary) closes the canary batch,
     O(op=close) returns the summary and removes the book. O(op=unlock) only frees a FleetLock slot
     that a killed run left.
   - O(op=prepare) and O(op=booted) read the deployments on rpm-ostree with C(rpm-ostree status --json),
@@ -67,7 +69,7 @@ options:
       - What to do; see the description.
     type: str
     required: true
-    choices: [open, acquire, prepare, rebooting, event, booted, fail, release, unlock, canary, close]
+    choices: [open, acquire, drop, prepare, rebooting, event, booted, fail, release, unlock, canary, close]
   book:
     description:
       - The path of the book that O(op=open) returned (RV(book)); required for every other operation
@@ -232,6 +234,15 @@ options:
       - O(op=booted), and O(op=fail) in the reboot phase, the result of M(fleetos.layering.os_reboot);
         O(op=booted) fails, before recording the host back, when that result is unreachable.
     type: dict
+  reason:
+    description:
+      - O(op=drop), why the host will not be activated (shown in the report).
+    type: str
+  failed:
+    description:
+      - O(op=drop), whether the host failed (its stage did) - counted toward O(max_failures).
+    type: bool
+    default: false
   probe:
     description:
       - O(op=fail) in the reboot phase, the result of the boot id read after the failure; an
@@ -353,7 +364,7 @@ reason:
   description: O(op=acquire), why no slot was granted (the run stopped, FleetLock gave none, every slot of the pool is held by hosts that did not come back).
   returned: op is acquire
   type: str
-  sample: "3 activation(s) failed (node02, node05, node07), max_failures is 3"
+  sample: "2 activation(s) failed (node02, node05); 1 stage(s) failed (node07), max_failures is 3"
 status:
   description: O(op=prepare), the host's deployments as M(fleetos.layering.os_info) returns them.
   returned: op is prepare and the host was read
@@ -375,8 +386,9 @@ unlocked:
   type: bool
   sample: true
 stop_reason:
-  description: O(op=canary), why the run stops after the canary batch, or null.
-  returned: op is canary
+  description: O(op=canary), why the run stops after the canary batch, or null; O(op=drop), why the run stops
+    (max_failures reached), or null.
+  returned: op is canary or drop
   type: str
   sample: the canary batch failed (node01)
 canary_verified:
@@ -394,7 +406,7 @@ os_activate_result:
   sample: {host: node01, pool: blue, status: activated, holds_slot: false, target_digest: "sha256:3f5a..."}
 os_activate_summary:
   description:
-    - O(op=close), the run - budgets, max_failures, started (in the order the slots were granted), failed,
+    - O(op=close), the run - budgets, max_failures, started (in the order the slots were granted), failed, stage_failed,
       not_activated, stop_reason, canary, canary_verified, slots (each grant with granted_at, released_at,
       holds_slot, status), most_held (each pool's most slots held at once) and records (each host's record).
   returned: op is close

@@ -178,7 +178,7 @@ def park_reason(book, host, running):
     entry = book["hosts"].get(host)
     if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"]:
         return None
-    if len(failed_hosts(book)) >= book["max_failures"]:
+    if len(failed_hosts(book)) + len(book.get("stage_failed") or []) >= book["max_failures"]:
         return None
     pool = entry["pool"]
     holding = _pool_hosts(book, pool, ("holding",))
@@ -210,6 +210,19 @@ def give_back(book, host, reason, now, stop=None):
     entry.update(state="not_activated", released_at=float(now), reason=reason)
     if host in book["grants"]:
         book["grants"].remove(host)
+
+
+def drop(book, host, reason, now, failed=False):
+    """A host of the book that will not ask for a slot: its stage left nothing to activate, or it
+    failed (``failed``: counted toward max_failures, so the run stops as for a failed activation).
+    A host that asked already is left as it is."""
+    entry = _host(book, host)
+    if entry["state"] != "queued":
+        return
+    entry.update(state="not_activated", released_at=float(now), reason=reason)
+    if failed and host not in book.setdefault("stage_failed", []):
+        book["stage_failed"].append(host)
+    _check_stop(book)
 
 
 def holders(book, pool):
@@ -384,11 +397,14 @@ def release(book, host, now):
 
 
 def _check_stop(book):
-    """Stop the run once max_failures activations failed: -> the stop reason, or None."""
+    """Stop the run once max_failures hosts failed (activations, and stages of hosts to activate):
+    -> the stop reason, or None."""
     failed = failed_hosts(book)
-    if len(failed) >= book["max_failures"] and not book["stop"]:
-        book["stop"] = "%d activation(s) failed (%s), max_failures is %d" % (
-            len(failed), ", ".join(failed), book["max_failures"])
+    staged = book.get("stage_failed") or []
+    if len(failed) + len(staged) >= book["max_failures"] and not book["stop"]:
+        text = ["%d activation(s) failed (%s)" % (len(failed), ", ".join(failed))] if failed else []
+        text += ["%d stage(s) failed (%s)" % (len(staged), ", ".join(staged))] if staged else []
+        book["stop"] = "%s, max_failures is %d" % ("; ".join(text), book["max_failures"])
     return book["stop"]
 
 
@@ -402,7 +418,7 @@ def close_canary(book, stop_after=False):
     """The canary batch is over: stop when one of it failed, or (``stop_after``) when it is
     verified and the run is to end there. -> the stop reason, or None to go on."""
     canary = [h for h in book["canary"] if h in book["grants"]]
-    failed = [h for h in failed_hosts(book) if h in book["canary"]]
+    failed = [h for h in failed_hosts(book) + (book.get("stage_failed") or []) if h in book["canary"]]
     if failed:
         book["stop"] = "the canary batch failed (%s)" % ", ".join(failed)
     elif canary and stop_after and not book["stop"]:
@@ -429,6 +445,7 @@ def summary(book):
         "max_failures": book["max_failures"],
         "started": list(book["grants"]),
         "failed": failed_hosts(book),
+        "stage_failed": list(book.get("stage_failed") or []),
         "not_activated": [h for h in book["order"] if h not in book["grants"]],
         "stop_reason": book["stop"] or ("; ".join(blocked) if blocked else None),
         "canary": list(book["canary"]),

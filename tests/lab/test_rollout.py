@@ -177,9 +177,9 @@ def test_rollout_happy_path_and_rerun(lab, fleet, tmp_path):
         assert sorted(s["host"] for s in report["slots"]) == NODES
         gaps = _slot_reuse_gaps(report["slots"], BUDGETS)
         assert len(gaps) == 3 and max(gaps) < 3.0, gaps
-        # Staging ran on every host before the first reboot.
-        first_reboot = min(r["reboot_start"] for r in report["hosts"])
-        assert max(r["staged_at"] for r in report["hosts"]) < first_reboot
+        # Each host was staged before its own reboot; no host waited for the whole fleet's stage.
+        for r in report["hosts"]:
+            assert r["staged_at"] < r["reboot_start"], r
         for name in ("rollout-report.md", "rollout-timeline.svg"):
             assert (tmp_path / "report" / name).stat().st_size > 200
 

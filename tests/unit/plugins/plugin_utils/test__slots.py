@@ -395,3 +395,31 @@ def test_the_book_is_read_without_its_lock(tmp_path):
         handle.write("[]")
     with pytest.raises(_slots.SlotError, match="is not a book of this collection's version"):
         _slots.read_book(path)
+
+
+def test_a_failed_stage_counts_toward_max_failures_when_it_happens():
+    b = book("a:n1,n2,n3 b:n4,n5", {"a": 1, "b": 1}, max_failures=2)
+    _slots.drop(b, "n4", "stage failed: registry down", 1, failed=True)
+    assert b["hosts"]["n4"]["state"] == "not_activated" and b["stop"] is None
+    # A stage that left nothing to activate is no failure.
+    _slots.drop(b, "n5", "its stage left nothing to activate", 1)
+    assert b["stop"] is None and b.get("stage_failed") == ["n4"]
+    assert ask(b, "n1") == ["granted"]
+    _slots.new_record(b, "n1", "finalize", T)
+    _slots.record_failure(b, "n1", "reboot", {"msg": "boom"}, 3, rollback=False)
+    assert b["stop"] == "1 activation(s) failed (n1); 1 stage(s) failed (n4), max_failures is 2"
+    assert ask(b, "n2") == ["refused"]
+    summary = _slots.summary(b)
+    assert summary["stage_failed"] == ["n4"] and summary["failed"] == ["n1"]
+    assert set(summary["not_activated"]) == {"n2", "n3", "n4", "n5"}
+
+
+def test_dropping_a_host_that_asked_changes_nothing():
+    b = book("a:n1,n2", {"a": 1})
+    assert ask(b, "n1") == ["granted"]
+    _slots.drop(b, "n1", "late", 2, failed=True)
+    assert b["hosts"]["n1"]["state"] == "holding" and not b.get("stage_failed")
+    # A failed canary stage fails the canary batch.
+    b = book("a:n1,n2", {"a": 1}, max_failures=5, canary=1)
+    _slots.drop(b, "n1", "stage failed: x", 1, failed=True)
+    assert _slots.close_canary(b) == "the canary batch failed (n1)"
