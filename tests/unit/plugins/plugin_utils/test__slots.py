@@ -406,7 +406,8 @@ def test_a_failed_stage_counts_toward_max_failures_when_it_happens():
     assert b["stop"] is None and b.get("stage_failed") == ["n4"]
     assert ask(b, "n1") == ["granted"]
     _slots.new_record(b, "n1", "finalize", T)
-    _slots.record_failure(b, "n1", "reboot", {"msg": "boom"}, 3, rollback=False)
+    _slots.record_failure(b, "n1", "Pre", {"msg": "drain failed"}, 3)
+    _slots.release(b, "n1", 3)
     assert b["stop"] == "1 activation(s) failed (n1); 1 stage(s) failed (n4), max_failures is 2"
     assert ask(b, "n2") == ["refused"]
     summary = _slots.summary(b)
