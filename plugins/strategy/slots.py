@@ -19,6 +19,9 @@ description:
     every slot of its pool is held by a host still at work in the play is parked - it is not given a fork -
     until a slot of its pool is freed. Parked hosts are let go in the pool's rollout order, as many as there
     are free slots.
+  - A fork is kept for every slot holder between two of its tasks - another host's task waits while the free
+    forks are no more than those holders - so that a host that holds a slot always finds a fork for its next
+    step, and hooks between the steps of an activation cannot stall a slot.
   - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
     slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
     its slots one after the other, whatever the forks.
@@ -54,8 +57,29 @@ IDLE_RELEASE = 30.0
 LOOK_AGAIN = 1.0
 
 
+class _Running:
+    """The hosts still at work in the play (neither done, failed nor unreachable), looked up one by one."""
+
+    def __init__(self, strategy):
+        self._strategy = strategy
+
+    def __contains__(self, name):
+        strategy = self._strategy
+        iterator = strategy._iterator
+        if iterator is None or strategy._tqm._unreachable_hosts.get(name):
+            return False
+        host = strategy._inventory.get_host(name)
+        if host is None or iterator.is_failed(host):
+            return False
+        try:
+            return iterator.get_state_for_host(name).run_state != IteratingStates.COMPLETE
+        except KeyError:
+            return False
+
+
 class StrategyModule(FreeStrategyModule):
-    """ansible-core's free strategy; hosts waiting for a budget slot wait off the forks."""
+    """ansible-core's free strategy; hosts waiting for a budget slot wait off the forks, and a fork is
+    kept for each slot holder between two of its tasks."""
 
     _clock = staticmethod(time.monotonic)
 
@@ -65,6 +89,7 @@ class StrategyModule(FreeStrategyModule):
         self._launched = {}      # book path -> hosts let go to ask, not seen holding or done yet
         self._books = {}         # book path -> (file identity, book)
         self._iterator = None
+        self._running = _Running(self)
         self._idle_since = None
         self._looked_at = 0.0
 
@@ -72,16 +97,19 @@ class StrategyModule(FreeStrategyModule):
         self._iterator = iterator
         return super().run(iterator, play_context)
 
-    # -- the gate ----------------------------------------------------------------------
+    # -- the book ----------------------------------------------------------------------
 
     @staticmethod
-    def _gate_book(task, task_vars):
-        """The book a task asks a slot of, when it is the slot request; else None."""
-        if task.action not in GATE_ACTIONS or (task.args or {}).get("op") != "acquire":
-            return None
+    def _book_path(task_vars):
+        """The path of the book of slots the host's play activates with, or None."""
         book = (task_vars or {}).get("os_activate_book")
         path = book.get("path") if isinstance(book, dict) else None
         return path if isinstance(path, str) and path else None
+
+    @staticmethod
+    def _is_gate(task):
+        """Whether ``task`` asks for a budget slot."""
+        return task.action in GATE_ACTIONS and (task.args or {}).get("op") == "acquire"
 
     def _read_book(self, path):
         """The book at ``path`` (read again only when its file was replaced), or None."""
@@ -100,33 +128,27 @@ class StrategyModule(FreeStrategyModule):
         self._books[path] = (identity, book)
         return book
 
-    def _running(self):
-        """The hosts still at work in the play: neither done, failed nor unreachable."""
-        iterator = self._iterator
-        running = set()
-        if iterator is None:
-            return running
-        for host in self._inventory.get_hosts(iterator._play.hosts, order=iterator._play.order):
-            name = host.get_name()
-            if self._tqm._unreachable_hosts.get(name) or iterator.is_failed(host):
-                continue
-            if iterator.get_state_for_host(name).run_state != IteratingStates.COMPLETE:
-                running.add(name)
-        return running
+    # -- the decisions -----------------------------------------------------------------
 
-    def _may_ask(self, path, host, running):
-        """Whether ``host`` may ask for its slot now: -> (yes, why it waits)."""
+    def _may_run(self, path, host, gate):
+        """Whether ``host`` may run its next task now: -> (yes, why it waits)."""
         book = self._read_book(path)
-        if book is None:
+        if book is None or host not in book["hosts"]:
             return True, None
-        reason = _slots.park_reason(book, host, running)
+        if gate:
+            return self._may_ask(path, book, host)
+        return self._fork_free(book, host)
+
+    def _may_ask(self, path, book, host):
+        """The slot request: it waits while every slot of its pool is held by a host at work, or spoken for."""
+        reason = _slots.park_reason(book, host, self._running)
         if reason is not None:
             return False, reason
         launched = self._launched.setdefault(path, set())
         launched.intersection_update(h for h in launched if book["hosts"].get(h, {}).get("state") in ("queued", "waiting"))
-        pool = book["hosts"].get(host, {}).get("pool")
-        if pool is None or book["hosts"][host]["state"] not in ("queued", "waiting"):
+        if book["hosts"][host]["state"] not in ("queued", "waiting"):
             return True, None
+        pool = book["hosts"][host]["pool"]
         # Slots let go to hosts that have not asked yet are spoken for.
         spoken = len([h for h in launched if book["hosts"][h]["pool"] == pool and h != host])
         if _slots.free_slots(book, pool) - spoken > 0 or not spoken:
@@ -134,15 +156,27 @@ class StrategyModule(FreeStrategyModule):
             return True, None
         return False, "the free slots of pool %s are spoken for" % pool
 
+    def _fork_free(self, book, host):
+        """Any other task: it waits while the free forks are no more than the slot holders between two tasks
+        (a holder always finds a fork for its next step, so that hooks cannot stall a slot)."""
+        if book["hosts"][host]["state"] == "holding":
+            return True, None
+        idle = [h for h, entry in book["hosts"].items()
+                if entry["state"] == "holding" and not self._blocked_hosts.get(h, False) and h in self._running]
+        if self._pending_results + len(idle) < len(self._workers):
+            return True, None
+        return False, "the free forks are kept for the slot holders %s" % ", ".join(sorted(idle))
+
     # -- the strategy's hooks ----------------------------------------------------------
 
     def _queue_task(self, host, task, task_vars, play_context):
-        path = self._gate_book(task, task_vars)
+        path = self._book_path(task_vars)
         if path is not None:
-            yes, reason = self._may_ask(path, host.get_name(), self._running())
+            gate = self._is_gate(task)
+            yes, reason = self._may_run(path, host.get_name(), gate)
             if not yes:
-                display.vvv("%s waits for a budget slot without a fork: %s" % (host.get_name(), reason))
-                self._parked.append((path, host, task, task_vars, play_context))
+                display.vvv("%s waits without a fork: %s" % (host.get_name(), reason))
+                self._parked.append((path, gate, host, task, task_vars, play_context))
                 return
         super()._queue_task(host, task, task_vars, play_context)
 
@@ -165,7 +199,7 @@ class StrategyModule(FreeStrategyModule):
         return False
 
     def _let_go(self):
-        """Queue the parked hosts that may ask now, in their pools' rollout order."""
+        """Queue the parked hosts that may run now: slot requests in their pools' rollout order, first."""
         busy = self._pending_results > 0
         now = self._looked_at = self._clock()
         if busy:
@@ -173,22 +207,20 @@ class StrategyModule(FreeStrategyModule):
         elif self._idle_since is None:
             self._idle_since = now
         stuck = self._idle_since is not None and now - self._idle_since >= IDLE_RELEASE
-        running = self._running()
         waiting = []
         for item in self._order(self._parked):
-            path, host = item[0], item[1].get_name()
-            yes = stuck or self._may_ask(path, host, running)[0]
-            if yes:
-                super()._queue_task(*item[1:])
+            path, gate, host = item[0], item[1], item[2].get_name()
+            if stuck or self._may_run(path, host, gate)[0]:
+                super()._queue_task(*item[2:])
             else:
                 waiting.append(item)
         self._parked = waiting
 
     def _order(self, parked):
-        """The parked hosts in the rollout order of their book."""
+        """Slot requests first, each book's in its rollout order; then the other tasks as they were parked."""
         def position(item):
             book = self._books.get(item[0], (None, {}))[1]
             order = book.get("order") or []
-            name = item[1].get_name()
-            return order.index(name) if name in order else len(order)
+            name = item[2].get_name()
+            return (0 if item[1] else 1, order.index(name) if item[1] and name in order else len(order))
         return sorted(parked, key=position)

@@ -1,0 +1,166 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the strategy fleetos.layering.slots: which host runs its next task, which waits off the forks."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.executor.play_iterator import IteratingStates
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.strategy import slots
+
+T = "sha256:" + "b" * 64
+
+
+class Host:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class Task:
+    def __init__(self, action="ansible.builtin.raw", op=None):
+        self.action = action
+        self.args = {"op": op} if op else {}
+
+
+class State:
+    def __init__(self, run_state):
+        self.run_state = run_state
+
+
+class Iterator:
+    """Every host at work, but those named done or failed."""
+
+    def __init__(self, done=(), failed=()):
+        self.done, self.failed = set(done), set(failed)
+
+    def is_failed(self, host):
+        return host.name in self.failed
+
+    def get_state_for_host(self, name):
+        return State(IteratingStates.COMPLETE if name in self.done else IteratingStates.TASKS)
+
+
+class Inventory:
+    def get_host(self, name):
+        return Host(name)
+
+
+class TQM:
+    _unreachable_hosts = {}
+
+
+def strategy(path, forks=4, iterator=None):
+    """A strategy without a task queue manager: _queue_task of the free strategy is recorded, not run."""
+    module = slots.StrategyModule.__new__(slots.StrategyModule)
+    module._parked, module._launched, module._books = [], {}, {}
+    module._iterator = iterator or Iterator()
+    module._running = slots._Running(module)
+    module._idle_since, module._looked_at = None, 0.0
+    module._tqm, module._inventory = TQM(), Inventory()
+    module._blocked_hosts, module._pending_results, module._workers = {}, 0, [None] * forks
+    module.queued = []
+    return module
+
+
+def queue(module, name, task, path):
+    module._queue_task(Host(name), task, {"os_activate_book": {"path": path}}, None)
+
+
+def write(tmp_path, book):
+    path = str(tmp_path / "book.json")
+    _slots._write(path, book)
+    return path
+
+
+def fresh(tmp_path):
+    """Pool a (1 slot): n1 holds it; n2, n3 queued. Pool b (1 slot): n4 queued."""
+    book = _slots.new_book([{"host": h, "pool": p} for h, p in (("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b"))],
+                           {"a": 1, "b": 1}, 2, now=0)
+    assert _slots.try_acquire(book, "n1", 1)[0] == "granted"
+    return book, write(tmp_path, book)
+
+
+def patch_queue(monkeypatch):
+    def fake(self, host, task, task_vars, play_context):
+        self.queued.append(host.get_name())
+        self._pending_results += 1
+    monkeypatch.setattr(slots.FreeStrategyModule, "_queue_task", fake)
+
+
+def test_a_slot_request_waits_off_the_forks_until_its_pool_has_a_free_slot(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book, path = fresh(tmp_path)
+    module = strategy(path)
+    acquire = Task("fleetos.layering.os_activate_slot", "acquire")
+    for name in ("n3", "n2", "n4"):
+        queue(module, name, acquire, path)
+    # n4's pool has a free slot; n2 and n3 wait without a fork.
+    assert module.queued == ["n4"]
+    assert [item[2].get_name() for item in module._parked] == ["n3", "n2"]
+    # n1 is verified and frees the slot: one host goes, the first in the rollout order.
+    _slots.new_record(book, "n1", "finalize", T)
+    _slots.record_event(book, "n1", "verified", 2)
+    _slots.release(book, "n1", 2)
+    os.utime(write(tmp_path, book), ns=(1, 10 ** 18))
+    module._let_go()
+    assert module.queued == ["n4", "n2"]
+    # The slot is spoken for until n2 asks: n3 stays.
+    module._let_go()
+    assert module.queued == ["n4", "n2"] and len(module._parked) == 1
+
+
+def test_a_slot_request_asks_when_no_holder_of_its_pool_is_at_work(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    _, path = fresh(tmp_path)
+    # n1 went unreachable and left the play: nobody here frees the slot, so n2 asks (and waits in its task).
+    module = strategy(path, iterator=Iterator(failed=["n1"]))
+    queue(module, "n2", Task("fleetos.layering.os_activate_slot", "acquire"), path)
+    assert module.queued == ["n2"] and module._parked == []
+
+
+def test_a_fork_is_kept_for_each_slot_holder_between_two_tasks(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    _, path = fresh(tmp_path)
+    module = strategy(path, forks=2)
+    module._pending_results = 1
+    # One fork at work, one free: n1 holds a slot and is between two tasks, so the free fork is its.
+    queue(module, "n4", Task("ansible.builtin.raw"), path)
+    assert module.queued == [] and module._parked[0][2].get_name() == "n4"
+    queue(module, "n1", Task("ansible.builtin.include_tasks"), path)
+    assert module.queued == ["n1"]
+    # n1's task is at work (blocked): n4 still waits for a fork; once a fork is free, n4 runs.
+    module._blocked_hosts["n1"] = True
+    module._let_go()
+    assert module.queued == ["n1"]
+    module._pending_results = 0
+    module._let_go()
+    assert module.queued == ["n1", "n4"] and module._parked == []
+
+
+def test_tasks_outside_a_book_are_never_held(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    module = strategy(None)
+    module._queue_task(Host("x"), Task("fleetos.layering.os_activate_slot", "acquire"), {}, None)
+    queue(module, "y", Task(), str(tmp_path / "missing.json"))
+    assert module.queued == ["x", "y"]
+
+
+def test_every_parked_host_goes_when_nothing_ran_for_a_while(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    _, path = fresh(tmp_path)
+    module = strategy(path)
+    queue(module, "n2", Task("fleetos.layering.os_activate_slot", "acquire"), path)
+    assert module.queued == []
+    clock = iter([100.0, 100.0 + slots.IDLE_RELEASE])
+    monkeypatch.setattr(module, "_clock", lambda: next(clock))
+    module._let_go()
+    assert module.queued == []
+    module._let_go()
+    assert module.queued == ["n2"]
