@@ -6,11 +6,14 @@
 
 """Action plugin of fleetos.layering.os_activate_slot (documented in plugins/modules/os_activate_slot.py).
 
-The budget slots of one activation run live in a book on the controller
-(plugin_utils/_slots.py), shared by every fork of the run under a file lock. With a
-FleetLock URL the slot is also taken from FleetLock, by the host itself (the uri module
-runs on the host, as Zincati calls it), so that other controllers and sliced jobs share
-the budget.
+One host's activation, from "staged" to "verified" or "rolled back", in one place: take a budget
+slot of the book (plugin_utils/_slots.py, one file on the controller shared by the run's forks
+under a lock) and of FleetLock, finalize and reboot (plugin_utils/_reboot.py), verify the booted
+digest, run the health command, free the slot, and write the host's rollout lease at each turn; on
+a failure, roll back through the same reboot path. The user's hook task files are the only steps
+that are tasks of their own: the activation stops before each (the fact ``os_activate_next``
+names it) and op continue takes it on from there. Everything that runs on the host is a plain
+command over the connection (no Python there).
 """
 
 from __future__ import annotations
@@ -18,20 +21,41 @@ from __future__ import annotations
 import os
 import time
 
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _fleetlock, _lease, _params
+from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _deployments, _fleetlock, _lease, _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
 
-# The steps of the slot hold that op acquire with activate runs itself, named as the tasks that run
-# them otherwise (roles/os_activate/tasks/hold.yml), so that a failure reads the same either way.
+# The steps of an activation, as its failures name them.
+STEP_PREPARE = "Read and check the deployments before the reboot"
 STEP_REBOOT = "Finalize the staged deployment and reboot"
 STEP_VERIFY = "Read and verify the booted deployment"
+STEP_HEALTH = "Run the health command"
+STEP_ROLLBACK = "Make the previous deployment the default and reboot into it"
+STEP_ROLLBACK_VERIFY = "Verify the previous digest is booted"
+# The hooks, in the order they run: before the reboot, after the verified boot (health), after the health.
+HOOKS = ("pre", "health", "post")
 
-OPS = ("open", "acquire", "drop", "prepare", "rebooting", "event", "booted", "fail", "release", "unlock", "canary",
-       "close")
+OPS = ("open", "acquire", "continue", "fail", "drop", "canary", "close", "unlock")
+
+REBOOT_SPEC = dict((name, spec) for name, spec in _reboot.ARGUMENT_SPEC.items() if name != "reboot_command")
+HEALTH_SPEC = {
+    "command": {"type": "str"},
+    "retries": {"type": "int", "default": 3},
+    "delay": {"type": "float", "default": 5},
+}
+HOOKS_SPEC = dict((name, {"type": "bool", "default": False}) for name in HOOKS)
+FLEETLOCK_SPEC = {
+    "url": {"type": "str"},
+    "group": {"type": "str"},
+    "id": {"type": "str"},
+    "timeout": {"type": "int", "default": 600},
+    "retry_delay": {"type": "float", "default": 5},
+}
 
 ARGUMENT_SPEC = {
     "op": {"type": "str", "required": True, "choices": list(OPS)},
@@ -42,51 +66,48 @@ ARGUMENT_SPEC = {
     "max_failures": {"type": "int", "default": 1},
     "canary": {"type": "int", "default": 0},
     "stop_after_canary": {"type": "bool", "default": False},
+    "reason": {"type": "str"},
+    "failed": {"type": "bool", "default": False},
     "mode": {"type": "str", "default": "finalize", "choices": list(_slots.MODES)},
     "target_digest": {"type": "str"},
     "old_digest": {"type": "str"},
+    "staged_checksum": {"type": "str"},
+    "backend": {"type": "str", "default": "rpm-ostree", "choices": ["rpm-ostree", "bootc"]},
     "timeout": {"type": "int", "default": 3600},
     "poll_interval": {"type": "float", "default": 0.1},
-    "event": {"type": "str", "choices": list(_slots.EVENTS)},
-    "status": {"type": "dict"},
-    "backend": {"type": "str", "default": "rpm-ostree", "choices": ["rpm-ostree", "bootc"]},
+    "lease": {"type": "dict"},
+    "lease_release": {"type": "bool", "default": False},
+    "reboot": {"type": "dict", "options": REBOOT_SPEC},
+    "health": {"type": "dict", "options": HEALTH_SPEC},
+    "hooks": {"type": "dict", "options": HOOKS_SPEC},
+    "rollback": {"type": "bool", "default": True},
+    "fleetlock": {"type": "dict", "options": FLEETLOCK_SPEC},
     "task": {"type": "str"},
     "result": {"type": "dict"},
-    "rollback": {"type": "bool", "default": True},
-    "reboot": {"type": "dict"},
-    "lease": {"type": "dict"},
-    "rebooting": {"type": "bool", "default": False},
-    "lease_release": {"type": "bool", "default": False},
-    "activate": {"type": "dict", "options": _reboot.ARGUMENT_SPEC},
-    "health": {"type": "bool", "default": True},
-    "probe": {"type": "dict"},
-    "reason": {"type": "str"},
-    "failed": {"type": "bool", "default": False},
-    "reboot_timeout": {"type": "int", "default": 600},
-    "fleetlock_url": {"type": "str"},
-    "fleetlock_group": {"type": "str"},
-    "fleetlock_id": {"type": "str"},
-    "fleetlock_timeout": {"type": "int", "default": 600},
-    "fleetlock_retry_delay": {"type": "float", "default": 5},
 }
 REQUIRED_IF = [
     ("op", "open", ("hosts", "budgets")),
     ("op", "acquire", ("book", "target_digest")),
-    ("op", "drop", ("book", "reason")),
-    ("op", "prepare", ("book",)),
-    ("op", "rebooting", ("book",)),
-    ("op", "event", ("book", "event")),
-    ("op", "booted", ("book",)),
+    ("op", "continue", ("book",)),
     ("op", "fail", ("book",)),
-    ("op", "release", ("book",)),
-    ("op", "unlock", ("fleetlock_url",)),
+    ("op", "drop", ("book", "reason")),
     ("op", "canary", ("book",)),
     ("op", "close", ("book",)),
 ]
 
 
+class Stop(Exception):
+    """A step of the activation failed: ``step`` names it, ``result`` is its result (msg, rc)."""
+
+    def __init__(self, step, result, reboot=None):
+        super().__init__(step)
+        self.step = step
+        self.result = result
+        self.reboot = reboot
+
+
 class ActionModule(ActionBase):
-    """Take, record and free the budget slots of an activation."""
+    """Take a budget slot and activate the host in it: reboot, verify, free; roll back a failure."""
 
     TRANSFERS_FILES = False
     _clock = staticmethod(time.time)
@@ -104,82 +125,197 @@ class ActionModule(ActionBase):
         args = dict(args)
         args["host"] = args["host"] or (task_vars or {}).get("inventory_hostname")
         try:
-            result.update(getattr(self, "_op_" + args["op"])(args, task_vars or {}))
+            result.update(getattr(self, "_op_" + args["op"])(args))
         except _slots.SlotError as exc:
             result.update(failed=True, msg="The budget slot operation %s failed: %s." % (args["op"], exc))
         result.setdefault("changed", False)
         return result
 
-    # -- FleetLock, called from the host -------------------------------------------------
+    # -- the book ------------------------------------------------------------------------
 
-    def _fleetlock(self, op, args, task_vars):
+    def _book(self, path):
+        return _slots.locked_book(path)
+
+    def _record(self, path, host, event=None, status=None):
+        """The host's record, after ``event`` (with the deployments ``status`` read for it) is recorded."""
+        with self._book(path) as book:
+            if event:
+                return _slots.record_event(book, host, event, self._clock(), status)
+            return _slots.record_of(book, host)
+
+    def _set_next(self, path, host, hook):
+        with self._book(path) as book:
+            book["hosts"][host]["next"] = hook
+
+    def _config(self, path, host):
+        """What op acquire was given for the host (kept in the book for the steps that follow)."""
+        with self._book(path) as book:
+            entry = book["hosts"][host]
+            return dict(entry.get("activation") or {}), entry.get("next")
+
+    # -- the host ------------------------------------------------------------------------
+
+    def _fleetlock(self, op, config, host):
         """POST /v1/<op> from the host (curl over the connection): -> (granted, answer)."""
-        return _fleetlock.post(ConnectionHost(self), args["fleetlock_url"], op, args["fleetlock_id"] or args["host"],
-                               args["fleetlock_group"] or "default")
-
-    # -- the operations ------------------------------------------------------------------
-
-    def _op_open(self, args, task_vars):
-        book = _slots.new_book(args["hosts"], args["budgets"], args["max_failures"], args["canary"], self._clock())
-        path = _slots.create_book_file(book)
-        return {"book": path, "canary": book["canary"], "budgets": _slots.summary(book)["budgets"]}
+        fleetlock = config["fleetlock"]
+        return _fleetlock.post(ConnectionHost(self), fleetlock["url"], op, fleetlock["id"] or host,
+                               fleetlock["group"] or "default")
 
     def _controller_gone(self, controller):
-        """Why a worker of a killed run stops waiting (it would take slots no one frees), or None."""
+        """Why a worker of a killed run stops (it would take slots no one frees), or None."""
         if self._controller() == controller:
             return None
         return "the run's controller process %d is gone" % controller
-
-    def _write_lease(self, args, task_vars, **fields):
-        """Write the host's rollout lease (``lease``) with ``fields`` (os_rollout_lease's options); -> its message
-        when it failed, or None."""
-        lease = args["lease"]
-        options = dict(fields, rollout=lease.get("rollout"), owner=lease.get("owner"), started_at=lease.get("started_at"))
-        if lease.get("ttl") is not None:
-            options["ttl"] = lease["ttl"]
-        written = self._lease_task(options)
-        return one_line(written.get("msg"), "no message") if written.get("failed") else None
 
     def _lease_task(self, options):
         """The result of os_rollout_lease with ``options`` on this host, over the connection, as the task runs it."""
         params = _params.defaults(_lease.ARGUMENT_SPEC, **options)
         return _lease.task_result(ConnectionHost(self), params, check_mode=self._task.check_mode)
 
-    def _write_rebooting(self, args, task_vars, target_digest):
-        """With ``lease``: the host's rollout lease records phase rebooting to the target; -> a problem, or None."""
-        if not args["lease"]:
+    def _write_lease(self, config, host, **fields):
+        """The one place the activation writes the host's rollout lease: -> a problem, or None (or no lease)."""
+        lease = config.get("lease") or {}
+        if not lease:
             return None
-        problem = self._write_lease(args, task_vars, phase="rebooting", target_digest=target_digest)
-        if problem:
-            return "recording the reboot in the rollout lease of %s failed: %s" % (args["host"], problem)
+        options = dict(fields, rollout=lease.get("rollout"), owner=lease.get("owner"), started_at=lease.get("started_at"))
+        if lease.get("ttl") is not None:
+            options["ttl"] = lease["ttl"]
+        written = self._lease_task(options)
+        if written.get("failed"):
+            return "recording phase %s in the rollout lease of %s failed: %s" % (
+                fields.get("phase"), host, one_line(written.get("msg"), "no message"))
         return None
 
-    def _write_activated(self, args, task_vars):
-        """The activated host's rollout lease records phase activated (held) or, with ``lease_release``,
-        done (released), as the role's task after the hold does; -> a problem, or None."""
-        release = args["lease_release"]
-        problem = self._write_lease(args, task_vars, state="released" if release else "acquired",
-                                    phase="done" if release else "activated")
+    def _read_deployments(self, config):
+        """The host's deployments, as fleetos.layering.os_info returns them (the backend's status command, parsed
+        here); FleetosError when they cannot be read."""
+        return _deployments.read_host(ConnectionHost(self), config["backend"], architecture=False)
+
+    def _probe(self, config):
+        """The boot id the host answers with now, as a result: stdout, or unreachable / failed."""
+        try:
+            return {"stdout": _reboot.read_boot_id(self, config["reboot"]["boot_time_command"])}
+        except AnsibleConnectionFailure as exc:
+            return {"unreachable": True, "msg": to_text(exc)}
+        except AnsibleError as exc:
+            return {"failed": True, "msg": to_text(exc)}
+
+    def _reboot(self, config, command):
+        """Run ``command`` and wait for the new boot id (plugin_utils/_reboot.py): the activation's and the
+        rollback's one reboot path. -> os_reboot's result."""
+        if self._connection.transport == "local":
+            return {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}
+        if self._task.check_mode:
+            return {"changed": True, "rebooted": False}
+        return _reboot.reboot(self, dict(config["reboot"], reboot_command=command))
+
+    def _health_command(self, config):
+        """The health command on the host, tried ``retries`` times ``delay`` s apart; Stop when it never passes."""
+        health = config["health"]
+        attempts = max(health["retries"], 1)
+        for attempt in range(attempts):
+            try:
+                res = self._low_level_execute_command(health["command"], sudoable=True)
+            except AnsibleConnectionFailure as exc:
+                res = {"rc": None, "stderr": to_text(exc)}
+            if res.get("rc") == 0:
+                return
+            if attempt + 1 < attempts:
+                self._sleep(health["delay"])
+        raise Stop(STEP_HEALTH, {"msg": "the health command %s failed %d time(s), last: %s" % (
+            _reboot.quote_output(health["command"]), attempts,
+            _reboot.quote_output(to_text(res.get("stderr") or res.get("stdout")).strip())), "rc": res.get("rc")})
+
+    # -- open, drop, canary, close, unlock ------------------------------------------------
+
+    def _op_open(self, args):
+        book = _slots.new_book(args["hosts"], args["budgets"], args["max_failures"], args["canary"], self._clock())
+        path = _slots.create_book_file(book)
+        return {"book": path, "canary": book["canary"], "budgets": _slots.summary(book)["budgets"]}
+
+    def _op_drop(self, args):
+        """The host will not ask for its slot (its stage failed, or left nothing to activate)."""
+        with self._book(args["book"]) as book:
+            _slots.drop(book, args["host"], args["reason"], self._clock(), failed=args["failed"])
+            stop = book["stop"]
+        return {"stop_reason": stop}
+
+    def _op_canary(self, args):
+        with self._book(args["book"]) as book:
+            stop = _slots.close_canary(book, args["stop_after_canary"])
+            verified = book["canary_verified"]
+        return {"stop_reason": stop, "canary_verified": verified}
+
+    def _op_close(self, args):
+        with self._book(args["book"]) as book:
+            summary = _slots.summary(book)
+            summary["most_held"] = _slots.most_held(book)
+        _slots.remove_book_file(args["book"])
+        return {"ansible_facts": {"os_activate_summary": summary}}
+
+    def _op_unlock(self, args):
+        config = {"fleetlock": args["fleetlock"] or {}}
+        if not config["fleetlock"].get("url"):
+            return {"failed": True, "msg": "fleetlock.url is required for op unlock."}
+        unlocked, status = self._fleetlock("steady-state", config, args["host"])
+        if not unlocked:
+            return {"failed": True, "msg": "FleetLock steady-state for %s failed with status %s."
+                    % (config["fleetlock"]["id"] or args["host"], status)}
+        return {"unlocked": True, "changed": True}
+
+    # -- the activation ------------------------------------------------------------------
+
+    def _check_acquire(self, args):
+        """The first problem with op acquire's numbers, as one sentence, or None."""
+        reboot = dict(args["reboot"] or _params.defaults(REBOOT_SPEC), reboot_command="-")
+        problem = _reboot.check_arguments(reboot)
         if problem:
-            return "%s was activated, but recording it in its rollout lease failed: %s" % (args["host"], problem)
+            return "reboot." + problem
+        health = args["health"] or {}
+        if health.get("retries") is not None and health["retries"] < 0:
+            return "health.retries must be 0 or more, got %s." % health["retries"]
+        if health.get("delay") is not None and health["delay"] < 0:
+            return "health.delay must be 0 or more seconds, got %s." % health["delay"]
         return None
 
-    def _op_acquire(self, args, task_vars):
+    def _op_acquire(self, args):
         host = args["host"]
-        problem = _reboot.check_arguments(args["activate"]) if args["activate"] else None
+        problem = self._check_acquire(args)
         if problem:
-            return {"failed": True, "msg": "activate." + problem}
-        controller = self._controller()
+            return {"failed": True, "msg": problem}
+        config = {
+            "mode": args["mode"], "backend": args["backend"], "staged_checksum": args["staged_checksum"] or None,
+            "reboot": args["reboot"] or _params.defaults(REBOOT_SPEC),
+            "health": args["health"] or _params.defaults(HEALTH_SPEC),
+            "hooks": args["hooks"] or _params.defaults(HOOKS_SPEC),
+            "rollback": args["rollback"], "lease": args["lease"] or {}, "lease_release": args["lease_release"],
+            "fleetlock": args["fleetlock"] or _params.defaults(FLEETLOCK_SPEC),
+            "controller": self._controller(),
+        }
+        granted, reason = self._take_slot(args, config)
+        if not granted:
+            return {"granted": False, "reason": reason, "ansible_facts": {"os_activate_next": None}}
+        with self._book(args["book"]) as book:
+            book["hosts"][host]["activation"] = config
+            book["hosts"][host]["next"] = None
+        result = self._advance(args["book"], host, config, "granted")
+        result.update(granted=True, reason=None)
+        return result
+
+    def _take_slot(self, args, config):
+        """Wait for a slot of the host's pool (and of FleetLock): -> (granted, reason)."""
+        host = args["host"]
+        controller = config["controller"]
         # From here on the run may reboot the host at any moment: its lease says so before the host
         # waits for a slot, so that the write is not in the slot hold. A host with a whole round of its
         # pool ahead of it writes it once that round got its slots (_slots.lease_can_wait), so that the
         # first hosts of each pool, granted at once, do not wait for every host's write. A killed
         # run's rerun verifies a host booted on the target, and activates (or frees the FleetLock
         # slot of) one that is not.
-        written = not args["lease"]
+        written = not config["lease"]
         deadline = self._clock() + args["timeout"]
         while True:
-            with _slots.locked_book(args["book"]) as book:
+            with self._book(args["book"]) as book:
                 answer, reason = _slots.try_acquire(book, host, self._clock(), take=written)
                 if not written and (answer in ("free", "granted") or (
                         answer == "wait" and not _slots.lease_can_wait(book, host))):
@@ -196,231 +332,254 @@ class ActionModule(ActionBase):
                 if answer == "refused":
                     _slots.give_back(book, host, reason, self._clock())
             if answer == "write":
-                problem = self._write_rebooting(args, task_vars, args["target_digest"])
+                problem = self._write_lease(config, host, phase="rebooting", target_digest=args["target_digest"])
                 if problem:
-                    with _slots.locked_book(args["book"]) as book:
+                    with self._book(args["book"]) as book:
                         _slots.give_back(book, host, problem, self._clock())
-                    return {"granted": False, "reason": problem}
+                    return False, problem
                 written = True
                 continue
             if answer != "wait":
                 break
             self._sleep(args["poll_interval"])
         if answer != "granted":
-            return {"granted": False, "reason": reason}
+            return False, reason
         locked = False
-        if args["fleetlock_url"]:
-            locked, reason = self._fleetlock_slot(args, task_vars, controller)
+        if config["fleetlock"].get("url"):
+            locked, reason = self._fleetlock_slot(config, host, controller)
             if not locked:
-                with _slots.locked_book(args["book"]) as book:
+                with self._book(args["book"]) as book:
                     _slots.give_back(book, host, reason, self._clock(), stop=reason)
-                return {"granted": False, "reason": reason}
-        with _slots.locked_book(args["book"]) as book:
+                return False, reason
+        with self._book(args["book"]) as book:
             book["hosts"][host]["locked"] = locked
-            record = _slots.new_record(book, host, args["mode"], args["target_digest"], args["old_digest"],
-                                       fleetlock=bool(args["fleetlock_url"]))
-            if (args["rebooting"] or args["activate"]) and args["mode"] != "verify":
-                # Nothing runs between the grant and the reboot: one task less in the slot hold.
-                record = _slots.record_event(book, host, "reboot_start", self._clock())
-        result = {"granted": True, "reason": None, "changed": locked, "released": False, "failure": None, "lease_written": False,
-                  "ansible_facts": {"os_activate_result": record}}
-        if args["activate"]:
-            held = self._hold(args, task_vars, controller)
-            held["changed"] = locked or held.pop("changed", False)
-            result.update(held)
-        return result
+            _slots.new_record(book, host, args["mode"], args["target_digest"], args["old_digest"],
+                              fleetlock=bool(config["fleetlock"].get("url")))
+        return True, None
 
-    def _hold(self, args, task_vars, controller):
-        """op acquire with ``activate``, once the slot is granted: the rest of the slot hold, in this task.
-
-        Reboot into the target (not in mode verify), read and verify the booted digest, free the
-        slot; no task boundary (a fork, a connection, a result sent back) in between. A failure is
-        returned as ``failure`` (the step, as the tasks of hold.yml are named, its message and rc),
-        not raised: the task's facts carry the record, and the caller's rescue handles it.
-
-        A worker outlives a killed ansible-playbook (it runs in a session of its own): once the
-        run's ``controller`` process is gone, it does not reboot the host, and after the reboot it
-        changes nothing more (no record, no FleetLock steady-state, no lease write), as the reboot
-        task alone would have, so that a rerun finds the host as the killed run left it.
-        """
-        gone = self._controller_gone(controller)
-        if gone:
-            return {"failed": True, "msg": "%s, so %s was not rebooted." % (gone, args["host"])}
-        reboot = {}
-        if args["mode"] != "verify":
-            if self._connection.transport == "local":
-                reboot = {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}
-            elif self._task.check_mode:
-                reboot = {"changed": True, "rebooted": False}
-            else:
-                reboot = _reboot.reboot(self, args["activate"])
-            if reboot.get("failed"):
-                return {"failure": {"step": STEP_REBOOT, "msg": reboot["msg"], "rc": reboot.get("rc")}, "reboot": reboot}
-        gone = self._controller_gone(controller)
-        if gone:
-            return {"failed": True, "msg": "%s, so %s is left as it booted, unverified." % (gone, args["host"]),
-                    "reboot": reboot, "changed": reboot.get("changed", False)}
-        booted = self._booted(args, task_vars, reboot, health=False)
-        if booted.get("failed"):
-            with _slots.locked_book(args["book"]) as book:
-                record = _slots.record_of(book, args["host"])
-            return {"failure": {"step": STEP_VERIFY, "msg": booted["msg"], "rc": None}, "reboot": reboot,
-                    "changed": reboot.get("changed", False), "booted": booted.get("booted"),
-                    "ansible_facts": {"os_activate_result": record}}
-        released = self._op_release(args, task_vars)
-        result = dict(released, reboot=reboot, released=True, booted=booted["booted"], lease_written=False,
-                      changed=reboot.get("changed", False) or released["changed"])
-        if args["lease"] and released["ansible_facts"]["os_activate_result"]["status"] == "activated":
-            # After the slot is freed: bookkeeping on the host, which the next host of the pool need not wait for.
-            problem = self._write_activated(args, task_vars)
-            if problem:
-                result.update(failed=True, msg=problem)
-            else:
-                result["lease_written"] = True
-        return result
-
-    def _fleetlock_slot(self, args, task_vars, controller):
+    def _fleetlock_slot(self, config, host, controller):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
-        deadline = self._clock() + args["fleetlock_timeout"]
+        fleetlock = config["fleetlock"]
+        deadline = self._clock() + fleetlock["timeout"]
         while True:
             gone = self._controller_gone(controller)
             if gone:
                 return False, gone
-            ok, status = self._fleetlock("pre-reboot", args, task_vars)
+            ok, status = self._fleetlock("pre-reboot", config, host)
             if ok:
                 return True, None
-            if self._clock() + args["fleetlock_retry_delay"] > deadline:
+            if self._clock() + fleetlock["retry_delay"] > deadline:
                 return False, "FleetLock gave no slot within %s s (%s refused, last answer %s)" % (
-                    args["fleetlock_timeout"], args["host"], status)
-            self._sleep(args["fleetlock_retry_delay"])
+                    fleetlock["timeout"], host, status)
+            self._sleep(fleetlock["retry_delay"])
 
-    def _op_drop(self, args, task_vars):
-        """The host will not ask for its slot (its stage failed, or left nothing to activate)."""
-        with _slots.locked_book(args["book"]) as book:
-            _slots.drop(book, args["host"], args["reason"], self._clock(), failed=args["failed"])
-            stop = book["stop"]
-        return {"stop_reason": stop}
+    def _op_continue(self, args):
+        """The hook the activation stopped before ran: take it on from there."""
+        config, hook = self._config(args["book"], args["host"])
+        if not config or hook is None:
+            return {"failed": True, "msg": "%s has no activation waiting for op continue: take a slot first (op acquire)."
+                    % args["host"]}
+        return self._advance(args["book"], args["host"], config, hook)
 
-    def _read_deployments(self, args, task_vars):
-        """The host's deployments, as fleetos.layering.os_info returns them (without the architecture).
+    def _advance(self, path, host, config, after):
+        """Run the activation from ``after`` (granted, or the hook that just ran) to the next hook or the end.
 
-        The backend's status command runs on the host over the connection and is parsed here
-        (module_utils/_deployments.py): one command, no Python on the host.
+        -> the result: ``ansible_facts`` with the record (``os_activate_result``) and the hook to run next
+        (``os_activate_next``, None at the end); on a failure, failed with its message, after the failure was
+        handled (rolled back or recorded, the slot freed or kept).
         """
+        hooks = config["hooks"]
+        result = {"changed": False}
         try:
-            return _deployments.read_host(ConnectionHost(self), args["backend"], architecture=False)
+            if after == "granted" and hooks["pre"] and config["mode"] != "verify":
+                return self._stop_before(path, host, "pre", result)
+            if after in ("granted", "pre"):
+                result.update(self._reboot_and_verify(path, host, config))
+                if hooks["health"]:
+                    return self._stop_before(path, host, "health", result)
+            if after in ("granted", "pre", "health") and self._health_checked(config):
+                self._record(path, host, "verified")
+            if after in ("granted", "pre", "health") and hooks["post"]:
+                return self._stop_before(path, host, "post", result)
+        except Stop as stop:
+            return self._failed(path, host, config, stop.step, stop.result, reboot=stop.reboot, partial=result)
+        released = self._release(path, host, config)
+        released["changed"] = released["changed"] or result["changed"]
+        result.update(released)
+        result["ansible_facts"]["os_activate_next"] = None
+        return result
+
+    @staticmethod
+    def _health_checked(config):
+        """Whether a health check follows the verified boot (a command, or health tasks)."""
+        return bool(config["health"].get("command")) or config["hooks"]["health"]
+
+    def _stop_before(self, path, host, hook, result):
+        self._set_next(path, host, hook)
+        result["ansible_facts"] = {"os_activate_result": self._record(path, host), "os_activate_next": hook}
+        return result
+
+    def _reboot_and_verify(self, path, host, config):
+        """Check the deployments where needed, reboot into the target (not in mode verify), verify the booted
+        digest and run the health command. Stop on a failure. -> the result's reboot, booted and changed."""
+        gone = self._controller_gone(config["controller"])
+        if gone:
+            raise Stop(STEP_REBOOT, {"msg": "%s, so %s was not rebooted" % (gone, host)})
+        mode = config["mode"]
+        checksum = config["staged_checksum"]
+        status = None
+        # Finalize: the target is staged; rollback: the previous deployment is the target. Not read on
+        # rpm-ostree when the staged checksum is known: finalize-deployment refuses any other staged
+        # deployment, so it stays the guard. bootc's --from-downloaded takes no checksum: the read is
+        # the guard there.
+        if mode == "rollback" or (mode == "finalize" and (not checksum or config["backend"] == "bootc")):
+            status = self._read(STEP_PREPARE, "before the reboot", host, config)
+            problem = _slots.prepare_problem(self._record(path, host), status, config["backend"])
+            if problem:
+                raise Stop(STEP_PREPARE, {"msg": problem})
+            checksum = checksum or (status.get("staged") or {}).get("checksum")
+        reboot = {}
+        if mode != "verify":
+            self._record(path, host, "reboot_start", status)
+            command = _backends.backend(config["backend"]).command(
+                "finalize" if mode == "finalize" else "rollback", staged_checksum=checksum if mode == "finalize" else None)
+            reboot = self._reboot(config, command)
+            if reboot.get("failed"):
+                raise Stop(STEP_REBOOT, {"msg": reboot["msg"], "rc": reboot.get("rc")}, reboot=reboot)
+        gone = self._controller_gone(config["controller"])
+        if gone:
+            # The reboot alone would have changed nothing more: a rerun finds the host as it booted.
+            raise Stop(STEP_VERIFY, {"msg": "%s, so %s is left as it booted, unverified" % (gone, host)}, reboot=reboot)
+        self._record(path, host, "reboot_end")
+        status = self._read(STEP_VERIFY, "after its reboot", host, config, reboot)
+        record = self._record(path, host, "booted", status)
+        if record["booted_digest"] != record["target_digest"]:
+            raise Stop(STEP_VERIFY, {"msg": "%s booted %s, not %s" % (host, record["booted_digest"],
+                                                                       record["target_digest"])}, reboot=reboot)
+        if config["health"].get("command"):
+            self._health_command(config)
+        if not self._health_checked(config):
+            # No health check follows: booted on the target is verified.
+            self._record(path, host, "verified")
+        return {"reboot": reboot, "booted": status.get("booted"), "changed": bool(reboot.get("changed"))}
+
+    def _read(self, step, when, host, config, reboot=None):
+        """The host's deployments; Stop (as ``step``) when they cannot be read."""
+        try:
+            return self._read_deployments(config)
         except FleetosError as exc:
-            return {"failed": True, "msg": exc.msg}
+            raise Stop(step, {"msg": "Reading the deployments of %s %s failed: %s" % (host, when, one_line(exc.msg, "no message"))},
+                       reboot=reboot)
 
-    def _op_prepare(self, args, task_vars):
-        """Before the reboot: read the host's deployments and check that they are what the mode needs."""
-        host = args["host"]
-        with _slots.locked_book(args["book"]) as book:
+    def _release(self, path, host, config):
+        """The host is done: free its slot (unless its record keeps it) and its FleetLock slot, and record it
+        in its rollout lease. -> the result's ansible_facts, unlocked and changed; failed when the lease write
+        of an activated host failed."""
+        with self._book(path) as book:
+            book["hosts"][host]["next"] = None
             record = _slots.record_of(book, host)
-        status = self._read_deployments(args, task_vars)
-        if status.get("failed"):
-            return {"failed": True, "msg": "Reading the deployments of %s before the reboot failed: %s" % (
-                host, one_line(status.get("msg"), "no message"))}
-        problem = _slots.prepare_problem(record, status, args["backend"])
-        result = {"status": status}
-        if problem:
-            result.update(failed=True, msg=problem)
-        return result
-
-    def _op_rebooting(self, args, task_vars):
-        """The host is about to reboot: the book records the reboot start (with ``lease``, the host's
-        rollout lease first says so, when op acquire was not given it)."""
-        host = args["host"]
-        with _slots.locked_book(args["book"]) as book:
-            record = _slots.record_of(book, host)
-        problem = self._write_rebooting(args, task_vars, record["target_digest"])
-        if problem:
-            return {"failed": True, "msg": problem[0].upper() + problem[1:]}
-        if record["mode"] == "verify":
-            # Rebooted by a killed run already: nothing reboots now.
-            return {"ansible_facts": {"os_activate_result": record}}
-        with _slots.locked_book(args["book"]) as book:
-            record = _slots.record_event(book, host, "reboot_start", self._clock(), args["status"])
-        return {"ansible_facts": {"os_activate_result": record}}
-
-    def _op_event(self, args, task_vars):
-        with _slots.locked_book(args["book"]) as book:
-            record = _slots.record_event(book, args["host"], args["event"], self._clock(), args["status"])
-        return {"ansible_facts": {"os_activate_result": record}}
-
-    def _op_booted(self, args, task_vars):
-        """The host is back: read its booted deployment on the host and check it is the target."""
-        return self._booted(args, task_vars, args["reboot"] or {}, args["health"])
-
-    def _booted(self, args, task_vars, reboot, health):
-        """op booted, after the reboot whose result is ``reboot``; ``health``: whether a health check follows."""
-        host = args["host"]
-        if reboot.get("unreachable"):
-            # Before reboot_end: the failure is one of the reboot phase, which probes the host.
-            return {"failed": True, "msg": "%s was unreachable after its reboot: %s" % (
-                host, one_line(reboot.get("msg"), "no answer"))}
-        with _slots.locked_book(args["book"]) as book:
-            _slots.record_event(book, host, "reboot_end", self._clock())
-        status = self._read_deployments(args, task_vars)
-        if status.get("failed"):
-            return {"failed": True, "msg": "Reading the booted deployment of %s failed: %s" % (
-                host, status.get("msg") or "no message")}
-        with _slots.locked_book(args["book"]) as book:
-            record = _slots.record_event(book, host, "booted", self._clock(), status)
-            on_target = record["booted_digest"] == record["target_digest"]
-            if on_target and not health:
-                # No health check follows: booted on the target is verified.
-                record = _slots.record_event(book, host, "verified", self._clock())
-        result = {"booted": status.get("booted"), "ansible_facts": {"os_activate_result": record}}
-        if not on_target:
-            result.update(failed=True, msg="%s booted %s, not %s" % (host, record["booted_digest"], record["target_digest"]))
-        return result
-
-    def _op_fail(self, args, task_vars):
-        with _slots.locked_book(args["book"]) as book:
-            record, roll_back = _slots.record_failure(
-                book, args["host"], args["task"], args["result"], self._clock(), rollback=args["rollback"],
-                reboot=args["reboot"], probe=args["probe"], reboot_timeout=args["reboot_timeout"])
-        return {"roll_back": roll_back, "ansible_facts": {"os_activate_result": record}}
-
-    def _op_release(self, args, task_vars):
-        with _slots.locked_book(args["book"]) as book:
-            record = _slots.record_of(book, args["host"])
-            unlock = book["hosts"][args["host"]]["locked"] and not record["holds_slot"]
+            unlock = book["hosts"][host]["locked"] and not record["holds_slot"]
         unlocked = False
         if unlock:
             # steady-state frees the host's FleetLock slot; tried three times, as a reboot manager does.
             for attempt in range(3):
-                unlocked = self._fleetlock("steady-state", args, task_vars)[0]
-                if unlocked:
+                unlocked = self._fleetlock("steady-state", config, host)[0]
+                if unlocked or attempt == 2:
                     break
-                if attempt < 2:
-                    self._sleep(args["fleetlock_retry_delay"])
-        with _slots.locked_book(args["book"]) as book:
+                self._sleep(config["fleetlock"]["retry_delay"])
+        with self._book(path) as book:
             if unlock and not unlocked:
-                record = _slots.record_of(book, args["host"])
+                record = _slots.record_of(book, host)
                 record.update(status="failed", reason="%s; FleetLock steady-state failed: its FleetLock slot stays"
                               " taken" % (record.get("reason") or "activated"))
-            record = _slots.release(book, args["host"], self._clock())
-            book["hosts"][args["host"]]["locked"] = unlock and not unlocked
-        return {"unlocked": unlocked, "changed": unlocked, "ansible_facts": {"os_activate_result": record}}
+            record = _slots.release(book, host, self._clock())
+            book["hosts"][host]["locked"] = unlock and not unlocked
+        result = {"unlocked": unlocked, "changed": unlocked, "released": True,
+                  "ansible_facts": {"os_activate_result": record}}
+        if self._controller_gone(config["controller"]):
+            return result
+        # After the slot is freed: bookkeeping on the host, which the next host of the pool need not wait for.
+        if record["status"] == "activated":
+            release = config["lease_release"]
+            problem = self._write_lease(config, host, state="released" if release else "acquired",
+                                        phase="done" if release else "activated")
+            if problem:
+                result.update(failed=True, msg="%s was activated, but %s." % (host, problem))
+        elif not record["holds_slot"]:
+            # A host that is up again is done with this rollout's reboot; one that keeps its slot may still
+            # boot the target, and keeps phase rebooting for a rerun to verify.
+            self._write_lease(config, host, phase="failed")
+        return result
 
-    def _op_unlock(self, args, task_vars):
-        unlocked, status = self._fleetlock("steady-state", args, task_vars)
-        if not unlocked:
-            return {"failed": True, "msg": "FleetLock steady-state for %s failed with status %s."
-                    % (args["fleetlock_id"] or args["host"], status)}
-        return {"unlocked": True, "changed": True}
+    # -- failures ------------------------------------------------------------------------
 
-    def _op_canary(self, args, task_vars):
-        with _slots.locked_book(args["book"]) as book:
-            stop = _slots.close_canary(book, args["stop_after_canary"])
-            verified = book["canary_verified"]
-        return {"stop_reason": stop, "canary_verified": verified}
+    def _op_fail(self, args):
+        """A step failed (a hook task, or a step of this action that handled its failure already)."""
+        host = args["host"]
+        with self._book(args["book"]) as book:
+            entry = book["hosts"].get(host)
+            record = book["records"].get(host)
+            open_hold = entry is not None and record is not None and entry["state"] == "holding"
+            if entry is not None and record is None and entry["state"] in ("queued", "waiting"):
+                # Failed before its slot (a bad option): it will not be activated.
+                _slots.give_back(book, host, one_line((args["result"] or {}).get("msg"), "failed"), self._clock())
+        if not open_hold:
+            return {"ansible_facts": {"os_activate_result": record, "os_activate_next": None}}
+        config, _ = self._config(args["book"], host)
+        return self._failed(args["book"], host, config, args["task"], args["result"] or {}, recorded_failure=False)
 
-    def _op_close(self, args, task_vars):
-        with _slots.locked_book(args["book"]) as book:
-            summary = _slots.summary(book)
-            summary["most_held"] = _slots.most_held(book)
-        _slots.remove_book_file(args["book"])
-        return {"ansible_facts": {"os_activate_summary": summary}}
+    def _failed(self, path, host, config, step, result, reboot=None, partial=None, recorded_failure=True):
+        """Handle the failure of ``step``: record it; probe a host that failed while rebooting (did it go
+        down?); roll it back through the activation's reboot path when it failed verification or health;
+        free its slot unless it keeps it. -> the result, failed with the failure's message when it was this
+        action's own step (``recorded_failure``)."""
+        if self._controller_gone(config["controller"]):
+            # A killed run's worker changes nothing more: a rerun finds the host as this run left it.
+            out = dict(partial or {})
+            out.update(failed=True, msg=sentence_of(step, result),
+                       ansible_facts={"os_activate_result": self._record(path, host), "os_activate_next": None})
+            return out
+        record = self._record(path, host)
+        probe = self._probe(config) if record["phase"] == "reboot" else None
+        with self._book(path) as book:
+            record, roll_back = _slots.record_failure(
+                book, host, step, result, self._clock(), rollback=config["rollback"], reboot=reboot, probe=probe,
+                reboot_timeout=config["reboot"]["reboot_timeout"])
+        out = dict(partial or {})
+        if roll_back:
+            out["rollback"] = self._roll_back(path, host, config)
+        released = self._release(path, host, config)
+        released["changed"] = released["changed"] or out.get("changed", False)
+        out.update(released)
+        out["ansible_facts"]["os_activate_next"] = None
+        if recorded_failure:
+            out.update(failed=True, msg=sentence_of(step, result))
+        return out
+
+    def _roll_back(self, path, host, config):
+        """Boot the previous deployment again (the backend's rollback command, through the one reboot path)
+        and verify its digest; a failure is recorded (phase rollback: the host keeps its slot)."""
+        record = self._record(path, host, "rollback_start")
+        old = record["old_digest"]
+        try:
+            status = self._read(STEP_ROLLBACK, "before the rollback", host, config)
+            if _slots.booted_digest(status) != old:
+                reboot = self._reboot(config, _backends.backend(config["backend"]).command("rollback"))
+                if reboot.get("failed"):
+                    raise Stop(STEP_ROLLBACK, {"msg": "did not come back within %s s of the rollback reboot: %s" % (
+                        config["reboot"]["reboot_timeout"], one_line(reboot.get("msg"), "no answer"))})
+                status = self._read(STEP_ROLLBACK_VERIFY, "after the rollback", host, config)
+            if _slots.booted_digest(status) != old:
+                raise Stop(STEP_ROLLBACK_VERIFY, {"msg": "%s is not back on %s after the rollback" % (host, old)})
+        except Stop as stop:
+            with self._book(path) as book:
+                _slots.record_failure(book, host, stop.step, stop.result, self._clock())
+            return {"rolled_back": False, "msg": stop.result["msg"]}
+        self._record(path, host, "rolled_back", status)
+        return {"rolled_back": True}
+
+
+def sentence_of(step, result):
+    """A failed step's message, as the task's msg: ``step: message``."""
+    msg = one_line((result or {}).get("msg"), "failed")
+    return "%s: %s%s" % (step, msg, "" if msg.endswith(".") else ".")

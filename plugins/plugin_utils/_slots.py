@@ -277,6 +277,11 @@ def _image_digest(deployment):
     return None
 
 
+def booted_digest(status):
+    """The image digest of the booted deployment of an os_info result, or None."""
+    return _image_digest(_deployment(status, "booted"))
+
+
 def _deployment(status, role):
     """The ``booted``/``rollback`` deployment of an os_info result, or None."""
     if isinstance(status, dict):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shlex
 import os
 import tempfile
 
@@ -97,64 +96,6 @@ def open_book(world, budgets=None, **args):
     return result["book"]
 
 
-def test_a_host_waits_for_the_slot_and_gets_it_when_it_is_freed():
-    world = World()
-    book = open_book(world)
-    first = run(world, "n1", op="acquire", book=book, target_digest=T)
-    assert first["granted"] and first["ansible_facts"]["os_activate_result"]["status"] == "started"
-    # n2 waits until its timeout: n1 holds the pool's only slot.
-    second = run(world, "n2", op="acquire", book=book, target_digest=T, timeout=2, poll_interval=0.5)
-    assert not second["granted"] and second["reason"] == "no budget slot of pool a was freed within 2 s (held by n1)"
-    assert world.sleeps == [0.5] * 4
-    run(world, "n1", op="event", book=book, event="verified")
-    released = run(world, "n1", op="release", book=book)
-    assert released["ansible_facts"]["os_activate_result"]["status"] == "activated"
-    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
-    assert summary["started"] == ["n1"] and summary["not_activated"] == ["n2"] and summary["most_held"] == {"a": 1}
-    assert not os.path.exists(book)
-
-
-def test_fleetlock_is_asked_from_the_host_until_it_grants_and_freed_after():
-    world = World(answers=[409, 409, 200])
-    book = open_book(world)
-    result = run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL, fleetlock_group="blue",
-                 fleetlock_retry_delay=2)
-    assert result["granted"] and result["changed"] and world.sleeps == [2, 2]
-    assert world.calls[0] == ("curl", "http://198.51.100.1:8080/v1/pre-reboot", {"id": "n1", "group": "blue"})
-    run(world, "n1", op="event", book=book, event="verified")
-    released = run(world, "n1", op="release", book=book, fleetlock_url=URL, fleetlock_group="blue")
-    assert released["unlocked"] and world.calls[-1][1] == "http://198.51.100.1:8080/v1/steady-state"
-
-
-def test_fleetlock_that_never_grants_gives_the_slot_back_and_stops_the_run():
-    world = World(answers=[409] * 10)
-    book = open_book(world)
-    result = run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL, fleetlock_timeout=4,
-                 fleetlock_retry_delay=1)
-    assert not result["granted"] and result["reason"].startswith("FleetLock gave no slot within 4 s (n1 refused")
-    second = run(world, "n2", op="acquire", book=book, target_digest=T)
-    assert not second["granted"] and second["reason"] == result["reason"]
-
-
-def test_a_host_that_kept_its_slot_is_not_unlocked_from_fleetlock():
-    world = World()
-    book = open_book(world, budgets={"a": 2})
-    run(world, "n1", op="acquire", book=book, target_digest=T, fleetlock_url=URL)
-    run(world, "n1", op="event", book=book, event="reboot_start")
-    failed = run(world, "n1", op="fail", book=book, task="Finalize", result={"msg": "timeout"},
-                 reboot={"boot_id_before": "x"}, probe={"unreachable": True})
-    assert failed["roll_back"] is False
-    released = run(world, "n1", op="release", book=book, fleetlock_url=URL)
-    assert not released["unlocked"] and released["ansible_facts"]["os_activate_result"]["holds_slot"]
-    assert [c[1].rsplit("/", 1)[1] for c in world.calls] == ["pre-reboot"]
-
-
-def test_bad_input_is_one_sentence():
-    world = World()
-    result = run(world, op="open", hosts=[{"host": "n1", "pool": "a"}], budgets={"b": 1})
-    assert result["failed"] and result["msg"] == "The budget slot operation open failed: pool a of host n1 has no budget."
-
-
 def _bootc_doc(booted=None, staged=None, rollback=None):
     """bootc status --format=json of a host with deployments on these digests."""
     def entry(digest):
@@ -178,302 +119,85 @@ def _rpm_ostree_doc(booted=None, staged=None, rollback=None):
     return {"deployments": deployments, "transaction": None}
 
 
-def _granted(world, digest):
-    """n1 holds the slot, is past its reboot, and os_info on it answers ``digest`` booted."""
-    book = open_book(world)
-    assert run(world, "n1", op="acquire", book=book, target_digest=T, old_digest="sha256:" + "a" * 64)["granted"]
-    run(world, "n1", op="event", book=book, event="reboot_start")
-    world.reads = []
-    world.rpm_ostree = _rpm_ostree_doc(booted=digest)
-    world.bootc = _bootc_doc(booted=digest)
-    return book
-
-
-def test_booted_reads_the_host_and_moves_to_health_on_the_target():
-    world = World()
-    book = _granted(world, T)
-    world.now += 12
-    result = run(world, "n1", op="booted", book=book, backend="bootc", reboot={"changed": True})
-    record = result["ansible_facts"]["os_activate_result"]
-    assert not result.get("failed") and world.reads == ["bootc status --format=json"]
-    assert record["phase"] == "health" and record["booted_digest"] == T and record["reboot_end"] == 1012.0
-    assert result["booted"]["image"]["digest"] == T
-
-
-def test_booted_on_another_digest_fails_in_the_verify_phase():
-    world = World()
-    other = "sha256:" + "9" * 64
-    book = _granted(world, other)
-    result = run(world, "n1", op="booted", book=book, reboot={"changed": True})
-    assert world.reads == ["rpm-ostree status --json"]
-    assert result["failed"] and result["msg"] == "n1 booted %s, not %s" % (other, T)
-    failed = run(world, "n1", op="fail", book=book, task="Read and verify the booted deployment", result=result)
-    record = failed["ansible_facts"]["os_activate_result"]
-    assert failed["roll_back"] and record["reason"].startswith("verify: Read and verify the booted deployment: n1 booted")
-
-
-def test_booted_after_an_unreachable_reboot_fails_in_the_reboot_phase_without_reading():
-    world = World()
-    book = _granted(world, T)
-    result = run(world, "n1", op="booted", book=book, reboot={"unreachable": True, "msg": "timed\n out"})
-    assert result["failed"] and result["msg"] == "n1 was unreachable after its reboot: timed out"
-    assert world.reads == []
-    failed = run(world, "n1", op="fail", book=book, task="Read and verify the booted deployment", result=result,
-                 reboot={"boot_id_before": "b1"}, probe={"unreachable": True}, reboot_timeout=30)
-    record = failed["ansible_facts"]["os_activate_result"]
-    assert not failed["roll_back"] and record["holds_slot"] and "did not come back within 30 s" in record["reason"]
-
-
-def test_a_worker_whose_controller_is_gone_stops_waiting_and_takes_no_fleetlock_slot():
-    world = World()
-    book = open_book(world, budgets={"a": 1})
-    assert run(world, "n1", op="acquire", book=book, target_digest=T)["granted"]
-    parents = iter([4242, 4242, 1])  # ansible-playbook was killed: the worker is reparented
-
-    result = run(world, "n2", controller=lambda: next(parents), op="acquire", book=book, target_digest=T,
-                 fleetlock_url=URL, poll_interval=0.5)
-    assert not result["granted"] and result["reason"] == "the run's controller process 4242 is gone"
-    assert world.sleeps == [0.5] and world.calls == []
-    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
-    assert summary["not_activated"] == ["n2"]
-
-
-def _holding(world, mode="finalize", lease_answer=None, **digests):
-    """n1 holds the slot in ``mode``; the host's deployments are on ``digests`` (booted, staged,
-    rollback), as bootc status and rpm-ostree status --json tell them; os_rollout_lease answers
-    ``lease_answer``."""
-    book = open_book(world)
-    assert run(world, "n1", op="acquire", book=book, target_digest=T, old_digest="sha256:" + "a" * 64, mode=mode)["granted"]
-    world.reads = []
-    world.rpm_ostree = _rpm_ostree_doc(**digests)
-    world.bootc = _bootc_doc(**digests)
-
-    def module(module_name, module_args, task_vars):
-        world.reads.append((module_name, module_args))
-        return lease_answer or {"acquired": True}
-    world.module = module
-    return book
-
-
-OTHER = "sha256:" + "9" * 64
 OLD = "sha256:" + "a" * 64
-
-
-@pytest.mark.parametrize("backend", ["rpm-ostree", "bootc"])
-@pytest.mark.parametrize("mode, digests, problem", [
-    ("finalize", {"booted": OLD, "staged": T}, None),
-    ("finalize", {"booted": OLD}, "n1 has no staged deployment at %s (staged: nothing)" % T),
-    ("finalize", {"booted": OLD, "staged": OTHER}, "n1 has no staged deployment at %s (staged: %s)" % (T, OTHER)),
-    ("rollback", {"booted": OLD, "rollback": T}, None),
-    ("rollback", {"booted": OLD, "rollback": OTHER}, "n1 has no previous deployment at %s or still has a staged one" % T),
-    ("rollback", {"booted": OLD}, "n1 has no previous deployment at %s or still has a staged one" % T),
-])
-def test_prepare_reads_the_host_and_checks_what_the_mode_needs(backend, mode, digests, problem):
-    world = World()
-    book = _holding(world, mode, **digests)
-    result = run(world, "n1", op="prepare", book=book, backend=backend)
-    # The backend's status command on the host, parsed here: one command, no Python on the host.
-    assert world.reads == (["rpm-ostree status --json"] if backend == "rpm-ostree" else ["bootc status --format=json"])
-    assert result["status"]["backend"] == backend
-    assert result["status"]["booted"]["image"]["digest"] == digests["booted"]
-    assert result.get("failed", False) is bool(problem) and result.get("msg") == problem
-    if problem:
-        failed = run(world, "n1", op="fail", book=book, task="Read and check the deployments before the reboot", result=result)
-        record = failed["ansible_facts"]["os_activate_result"]
-        # Nothing was disrupted: the host frees its slot, and is not rolled back.
-        assert not failed["roll_back"] and record["phase"] == "prepare" and not record["holds_slot"]
-
-
-@pytest.mark.parametrize("backend, staged, problem", [
-    ("bootc", T, None),
-    ("rpm-ostree", T, "n1 has no previous deployment at %s or still has a staged one" % T),
-])
-def test_prepare_for_a_rollback_lets_only_bootc_keep_a_staged_deployment(backend, staged, problem):
-    world = World()
-    book = _holding(world, "rollback", booted=OLD, staged=staged, rollback=T)
-    result = run(world, "n1", op="prepare", book=book, backend=backend)
-    assert result.get("msg") == problem
-
-
-@pytest.mark.parametrize("answer, backend, message", [
-    ({"rc": 1, "stdout": "", "stderr": "error: Could not connect to rpm-ostreed\n"}, "rpm-ostree",
-     "Failed to run rpm-ostree status: Could not connect to rpm-ostreed."),
-    ({"rc": 0, "stdout": "not json", "stderr": ""}, "rpm-ostree",
-     "Failed to parse the output of rpm-ostree status --json: Expecting value: line 1 column 1 (char 0)."),
-    ({"rc": 1, "stdout": "", "stderr": "error: Status: opening sysroot: Permission denied\n"}, "bootc",
-     "Failed to read the bootc status: Status: opening sysroot: Permission denied."),
-    ({"rc": 127, "stdout": "", "stderr": "sh: 1: bootc: not found\n"}, "bootc",
-     "Failed to read the bootc status: the host has no 'bootc' command in its PATH (exit status 127): install it or "
-     "give the path of the executable."),
-])
-def test_prepare_that_cannot_read_the_host_fails_naming_it(answer, backend, message):
-    world = World()
-    book = _holding(world, booted=OLD, staged=T)
-    world.rpm_ostree = world.bootc = answer
-    result = run(world, "n1", op="prepare", book=book, backend=backend)
-    assert result["failed"] and result["msg"] == "Reading the deployments of n1 before the reboot failed: " + message
-
-
-def test_rebooting_writes_the_lease_on_the_host_then_records_the_reboot_start():
-    world = World()
-    book = _holding(world)
-    world.now += 3
-    lease = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
-    before = {"booted": {"checksum": "d" * 64, "image": {"digest": "sha256:" + "e" * 64}}, "staged": None}
-    result = run(world, "n1", op="rebooting", book=book, lease=lease, status=before)
-    assert world.reads == [("fleetos.layering.os_rollout_lease", {
-        "rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600, "phase": "rebooting", "target_digest": T})]
-    record = result["ansible_facts"]["os_activate_result"]
-    assert record["phase"] == "reboot" and record["reboot_start"] == 1003.0
-    assert record["old_digest"] == "sha256:" + "e" * 64
-
-
-def test_rebooting_without_a_lease_only_records_and_in_mode_verify_records_nothing():
-    world = World()
-    book = _holding(world)
-    record = run(world, "n1", op="rebooting", book=book, lease={})["ansible_facts"]["os_activate_result"]
-    assert world.reads == [] and record["phase"] == "reboot"
-    world = World()
-    book = _holding(world, mode="verify")
-    record = run(world, "n1", op="rebooting", book=book, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})[
-        "ansible_facts"]["os_activate_result"]
-    assert [read[0] for read in world.reads] == ["fleetos.layering.os_rollout_lease"]
-    assert "ttl" not in world.reads[0][1]
-    assert record["phase"] == "prepare" and record["reboot_start"] is None
-
-
-def test_rebooting_whose_lease_write_fails_fails_before_the_reboot_start():
-    world = World()
-    book = _holding(world, lease_answer={"failed": True, "msg": "lease held by\nctl:2"})
-    result = run(world, "n1", op="rebooting", book=book, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
-    assert result["failed"] and result["msg"] == "Recording the reboot in the rollout lease of n1 failed: lease held by ctl:2"
-    failed = run(world, "n1", op="fail", book=book, task="Record that the host reboots into its target", result=result)
-    assert failed["ansible_facts"]["os_activate_result"]["phase"] == "prepare" and not failed["roll_back"]
-
-
-def test_acquire_with_a_lease_writes_phase_rebooting_before_it_waits_for_the_slot():
-    world = World()
-    book = open_book(world)
-    assert run(world, "n1", op="acquire", book=book, target_digest=T)["granted"]
-    writes = []
-
-    def module(module_name, module_args, task_vars):
-        # The lease is written before n2 waits: n1 still holds the pool's only slot.
-        writes.append((module_name, module_args, list(world.sleeps)))
-        return {"changed": True, "acquired": True}
-
-    lease = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0}
-    world.module = module
-    second = run(world, "n2", op="acquire", book=book, target_digest=T, timeout=1, poll_interval=0.5, lease=lease)
-    assert writes == [("fleetos.layering.os_rollout_lease", {
-        "rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "phase": "rebooting", "target_digest": T}, [])]
-    assert not second["granted"] and world.sleeps == [0.5, 0.5]
-
-
-def test_acquire_whose_lease_write_fails_takes_no_slot_and_says_why():
-    world = World()
-    book = open_book(world, budgets={"a": 2})
-    world.module = lambda module_name, module_args, task_vars: {"failed": True, "msg": "disk\nfull"}
-    result = run(world, "n1", op="acquire", book=book, target_digest=T, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
-    assert result == {"granted": False, "reason": "recording the reboot in the rollout lease of n1 failed: disk full",
-                      "changed": False}
-    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
-    # n2 never asked: not activated either.
-    assert summary["not_activated"] == ["n1", "n2"] and summary["started"] == [] and summary["most_held"] == {"a": 0}
-
-
-def test_acquire_with_rebooting_records_the_reboot_start_with_the_grant_but_not_in_mode_verify():
-    world = World()
-    book = open_book(world, budgets={"a": 2})
-    record = run(world, "n1", op="acquire", book=book, target_digest=T, rebooting=True)["ansible_facts"]["os_activate_result"]
-    assert record["phase"] == "reboot" and record["reboot_start"] == 1000.0
-    record = run(world, "n2", op="acquire", book=book, target_digest=T, mode="verify", rebooting=True)[
-        "ansible_facts"]["os_activate_result"]
-    assert record["phase"] == "prepare" and record["reboot_start"] is None
-
-
-@pytest.mark.parametrize("health, phase, status", [(True, "health", "started"), (False, "post", "activated")])
-def test_booted_without_a_health_check_records_the_host_verified(health, phase, status):
-    world = World()
-    book = _granted(world, T)
-    world.now += 12
-    record = run(world, "n1", op="booted", book=book, backend="bootc", reboot={"changed": True}, health=health)[
-        "ansible_facts"]["os_activate_result"]
-    assert record["phase"] == phase and record["status"] == status
-    assert record["verified_at"] == (None if health else 1012.0) and record["holds_slot"] is health
-
-
-def test_booted_on_another_digest_without_a_health_check_is_not_verified():
-    world = World()
-    book = _granted(world, "sha256:" + "9" * 64)
-    result = run(world, "n1", op="booted", book=book, reboot={"changed": True}, health=False)
-    record = result["ansible_facts"]["os_activate_result"]
-    assert result["failed"] and record["phase"] == "verify" and record["verified_at"] is None and record["holds_slot"]
-
-
+OTHER = "sha256:" + "9" * 64
+CHECKSUM = "c" * 64
 BOOT = "cat /run/lab-boot-id"
-FINALIZE = "rpm-ostree finalize-deployment --allow-unlocked " + "c" * 64
-ACTIVATE = {"reboot_command": FINALIZE, "boot_time_command": BOOT, "reboot_timeout": 30, "poll_interval": 0.5}
+FINALIZE = "rpm-ostree finalize-deployment --allow-unlocked " + CHECKSUM
+ROLLBACK = "rpm-ostree rollback --reboot"
+HEALTH = "lab-health"
+REBOOT = {"boot_time_command": BOOT, "reboot_timeout": 30, "poll_interval": 0.5}
+LEASE = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
+PRE = {"pre": True}
 
 
-class RebootingHost:
-    """A host for op acquire with activate: its boot id changes after the reboot command, once
-    ``down`` polls found it unreachable; then rpm-ostree status shows ``booted``."""
+class Host:
+    """A scripted host: its boot id changes after a reboot command (finalize or rollback), once ``down``
+    polls found it unreachable; rpm-ostree status and bootc status show what it booted; the health
+    command passes after ``sick`` failures; FleetLock answers from the world."""
 
-    def __init__(self, world, booted=T, down=2, comes_back=True, reboot_rc=0):
+    def __init__(self, world, booted=T, down=2, comes_back=True, reboot_rc=0, staged=T, rollback_comes_back=True,
+                 sick=0):
         self.world = world
-        self.booted = booted
+        self.on = {"booted": OLD, "staged": staged, "rollback": None}
+        self.after_finalize = booted
         self.down = down
         self.comes_back = comes_back
+        self.rollback_comes_back = rollback_comes_back
         self.reboot_rc = reboot_rc
+        self.sick = sick
+        self.boots = 1
         self.rebooted = False
         self.commands = []
+        world.command = self.command
+
+    def _reboot(self, booted, comes_back):
+        self.rebooted = True
+        self.on = {"booted": booted, "staged": None, "rollback": self.on["booted"]}
+        self.comes_back = comes_back
+        self.pending = self.down
 
     def command(self, cmd, sudoable=True, **kwargs):
+        if cmd.startswith("curl ") or plain(cmd).startswith("curl "):
+            return World.command(self.world, cmd, sudoable, **kwargs)
         cmd = plain(cmd) if cmd.startswith("LC_ALL=C ") else cmd
         self.commands.append(cmd)
-        if cmd == FINALIZE:
-            self.rebooted = self.reboot_rc == 0
-            return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: no staged deployment" if self.reboot_rc else ""}
+        if cmd.startswith("rpm-ostree finalize-deployment --allow-unlocked ") or cmd == "bootc upgrade --from-downloaded --apply":
+            if self.reboot_rc:
+                return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: no staged deployment"}
+            self._reboot(self.after_finalize, self.comes_back)
+            return {"rc": 0, "stdout": "", "stderr": ""}
+        if cmd == ROLLBACK or cmd == "bootc rollback --apply":
+            self._reboot(self.on["rollback"], self.rollback_comes_back)
+            return {"rc": 0, "stdout": "", "stderr": ""}
         if cmd == BOOT:
-            if not self.rebooted:
-                return {"rc": 0, "stdout": "boot-1\n", "stderr": ""}
-            if self.down > 0 or not self.comes_back:
-                self.down -= 1
+            if self.rebooted and (self.pending > 0 or not self.comes_back):
+                self.pending -= 1
                 raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
-            return {"rc": 0, "stdout": "boot-2\n", "stderr": ""}
+            if self.rebooted:
+                self.rebooted = False
+                self.boots += 1
+            return {"rc": 0, "stdout": "boot-%d\n" % self.boots, "stderr": ""}
         if cmd == "rpm-ostree status --json":
-            return {"rc": 0, "stdout": json.dumps(_rpm_ostree_doc(booted=self.booted if self.rebooted else OLD)), "stderr": ""}
+            return {"rc": 0, "stdout": json.dumps(_rpm_ostree_doc(**self.on)), "stderr": ""}
+        if cmd == "bootc status --format=json":
+            return {"rc": 0, "stdout": json.dumps(_bootc_doc(**self.on)), "stderr": ""}
+        if cmd == HEALTH:
+            self.sick -= 1
+            return {"rc": 1 if self.sick >= 0 else 0, "stdout": "", "stderr": "degraded" if self.sick >= 0 else ""}
         raise AssertionError("unexpected command %r" % cmd)
 
 
-OLD = "sha256:" + "a" * 64
+def acquire(world, host="n1", book=None, **args):
+    """op acquire for ``host`` with the rollout's usual options (known staged checksum, the lab's boot id)."""
+    options = dict(op="acquire", book=book, target_digest=T, old_digest=OLD, staged_checksum=CHECKSUM, reboot=REBOOT)
+    options.update(args)
+    return run(world, host, **options)
 
 
-def run_on(host, name="n1", **args):
-    """run() with ``host`` answering the commands."""
-    host.world.command = host.command
-    return run(host.world, name, **args)
-
-
-def test_acquire_with_activate_reboots_verifies_and_frees_the_slot_in_one_task():
-    world = World()
-    book = open_book(world)
-    host = RebootingHost(world)
-    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE)
-    record = result["ansible_facts"]["os_activate_result"]
-    assert result["granted"] and result["released"] and result["failure"] is None and result["changed"], result
-    assert host.commands == [BOOT, FINALIZE, BOOT, BOOT, BOOT, "rpm-ostree status --json"]
-    assert world.sleeps == [0.5, 0.5, 0.5]
-    assert result["reboot"]["boot_id_before"] == "boot-1" and result["reboot"]["boot_id"] == "boot-2"
-    # Recorded as the steps would have: the reboot from the grant, back after the polls, verified, freed.
-    assert record["status"] == "activated" and record["booted_digest"] == T and not record["holds_slot"]
-    assert record["reboot_start"] == 1000.0 and record["reboot_end"] == 1001.5 and record["released_at"] == 1001.5
-    # The slot is free again: the pool's next host gets it at once.
-    assert run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
-
-
-LEASE = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
+def record_of(book, host="n1"):
+    with _slots.locked_book(book) as state:
+        return _slots.record_of(state, host)
 
 
 def _lease_writes(world, fail_phase=None):
@@ -491,159 +215,148 @@ def _lease_writes(world, fail_phase=None):
     return writes
 
 
+# -- slots -----------------------------------------------------------------------------
+
+def test_a_host_waits_for_the_slot_and_gets_it_when_it_is_freed():
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    first = acquire(world, book=book, hooks=PRE)
+    # Granted, and stopped before the pre-activate tasks: nothing ran on the host yet.
+    assert first["granted"] and first["ansible_facts"]["os_activate_next"] == "pre" and host.commands == []
+    assert first["ansible_facts"]["os_activate_result"]["status"] == "started"
+    # n2 waits until its timeout: n1 holds the pool's only slot.
+    second = acquire(world, "n2", book=book, timeout=2, poll_interval=0.5)
+    assert not second["granted"] and second["reason"] == "no budget slot of pool a was freed within 2 s (held by n1)"
+    assert second["ansible_facts"]["os_activate_next"] is None
+    assert world.sleeps == [0.5] * 4
+    done = run(world, "n1", op="continue", book=book)
+    assert done["released"] and done["ansible_facts"]["os_activate_result"]["status"] == "activated"
+    assert done["ansible_facts"]["os_activate_next"] is None
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    assert summary["started"] == ["n1"] and summary["not_activated"] == ["n2"] and summary["most_held"] == {"a": 1}
+    assert not os.path.exists(book)
+
+
+def test_fleetlock_is_asked_from_the_host_until_it_grants_and_freed_after():
+    world = World(answers=[409, 409, 200])
+    book = open_book(world)
+    Host(world)
+    result = acquire(world, book=book, fleetlock={"url": URL, "group": "blue", "retry_delay": 2})
+    assert result["granted"] and result["released"] and result["unlocked"] and world.sleeps[:2] == [2, 2]
+    assert world.calls[0] == ("curl", "http://198.51.100.1:8080/v1/pre-reboot", {"id": "n1", "group": "blue"})
+    assert world.calls[-1][1] == "http://198.51.100.1:8080/v1/steady-state"
+
+
+def test_fleetlock_that_never_grants_gives_the_slot_back_and_stops_the_run():
+    world = World(answers=[409] * 10)
+    book = open_book(world)
+    host = Host(world)
+    result = acquire(world, book=book, fleetlock={"url": URL, "timeout": 4, "retry_delay": 1})
+    assert not result["granted"] and result["reason"].startswith("FleetLock gave no slot within 4 s (n1 refused")
+    assert host.commands == []
+    second = acquire(world, "n2", book=book)
+    assert not second["granted"] and second["reason"] == result["reason"]
+
+
+def test_a_host_that_kept_its_slot_is_not_unlocked_from_fleetlock():
+    world = World()
+    book = open_book(world, budgets={"a": 2})
+    Host(world, comes_back=False)
+    result = acquire(world, book=book, fleetlock={"url": URL}, reboot=dict(REBOOT, reboot_timeout=2))
+    assert result["failed"] and not result["unlocked"]
+    assert result["ansible_facts"]["os_activate_result"]["holds_slot"]
+    assert [c[1].rsplit("/", 1)[1] for c in world.calls] == ["pre-reboot"]
+
+
+def test_bad_input_is_one_sentence():
+    world = World()
+    result = run(world, op="open", hosts=[{"host": "n1", "pool": "a"}], budgets={"b": 1})
+    assert result["failed"] and result["msg"] == "The budget slot operation open failed: pool a of host n1 has no budget."
+
+
+def test_a_worker_whose_controller_is_gone_stops_waiting_and_takes_no_fleetlock_slot():
+    world = World()
+    book = open_book(world, budgets={"a": 1})
+    Host(world)
+    assert acquire(world, book=book, hooks=PRE)["granted"]
+    parents = iter([4242, 4242, 1])  # ansible-playbook was killed: the worker is reparented
+    result = acquire(world, "n2", book=book, controller=lambda: next(parents), fleetlock={"url": URL},
+                     poll_interval=0.5)
+    assert not result["granted"] and result["reason"] == "the run's controller process 4242 is gone"
+    assert world.sleeps == [0.5] and world.calls == []
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    assert summary["not_activated"] == ["n2"]
+
+
+def test_drop_counts_a_failed_stage_and_says_when_the_run_stops():
+    world = World()
+    book = open_book(world)
+    assert run(world, "n2", op="drop", book=book, reason="its stage left nothing to activate")["stop_reason"] is None
+    stopped = run(world, "n1", op="drop", book=book, reason="stage failed: registry down", failed=True)
+    assert stopped["stop_reason"] == "1 stage(s) failed (n1), max_failures is 1"
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    assert summary["stage_failed"] == ["n1"] and summary["started"] == []
+
+
+# -- one activation, in one task -------------------------------------------------------
+
+def test_acquire_reboots_verifies_and_frees_the_slot_in_one_task():
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    result = acquire(world, book=book)
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["granted"] and result["released"] and result["changed"] and not result.get("failed"), result
+    # The staged checksum is known: no read before the reboot; then the boot id polled until it changes.
+    assert host.commands == [BOOT, FINALIZE, BOOT, BOOT, BOOT, "rpm-ostree status --json"]
+    assert world.sleeps == [0.5, 0.5, 0.5]
+    assert result["reboot"]["boot_id_before"] == "boot-1" and result["reboot"]["boot_id"] == "boot-2"
+    assert record["status"] == "activated" and record["booted_digest"] == T and not record["holds_slot"]
+    assert record["reboot_start"] == 1000.0 and record["reboot_end"] == 1001.5 and record["released_at"] == 1001.5
+    assert result["ansible_facts"]["os_activate_next"] is None
+    # The slot is free again: the pool's next host gets it at once.
+    assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
+
+
 @pytest.mark.parametrize("release, state, phase", [(True, "released", "done"), (False, "acquired", "activated")])
-def test_acquire_with_activate_and_a_lease_records_the_activated_host_after_freeing_the_slot(release, state, phase):
+def test_the_lease_says_rebooting_before_the_slot_and_activated_after_it(release, state, phase):
     world = World()
     book = open_book(world)
     writes = _lease_writes(world)
-    result = run_on(RebootingHost(world), op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE,
-                    lease=LEASE, lease_release=release)
-    assert result["released"] and result["lease_written"] and not result.get("failed"), result
+    Host(world)
+    result = acquire(world, book=book, lease=LEASE, lease_release=release)
+    assert result["released"] and not result.get("failed"), result
     common = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
     assert writes == [dict(common, phase="rebooting", target_digest=T), dict(common, state=state, phase=phase)]
 
 
-def test_acquire_with_activate_whose_last_lease_write_fails_fails_with_the_slot_freed():
+def test_a_lease_write_that_fails_before_the_slot_takes_no_slot_and_says_why():
+    world = World()
+    book = open_book(world, budgets={"a": 2})
+    world.module = lambda module_name, module_args, task_vars: {"failed": True, "msg": "disk\nfull"}
+    host = Host(world)
+    result = acquire(world, book=book, lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
+    assert not result["granted"] and host.commands == []
+    assert result["reason"] == "recording phase rebooting in the rollout lease of n1 failed: disk full"
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    # n2 never asked: not activated either.
+    assert summary["not_activated"] == ["n1", "n2"] and summary["started"] == [] and summary["most_held"] == {"a": 0}
+
+
+def test_a_lease_write_that_fails_after_the_activation_fails_with_the_slot_freed():
     world = World()
     book = open_book(world)
     _lease_writes(world, fail_phase="done")
-    result = run_on(RebootingHost(world), op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE,
-                    lease=LEASE, lease_release=True)
-    assert result["failed"] and not result["lease_written"], result
-    assert result["msg"] == "n1 was activated, but recording it in its rollout lease failed: disk full"
+    Host(world)
+    result = acquire(world, book=book, lease=LEASE, lease_release=True)
+    assert result["failed"] and result["released"], result
+    assert result["msg"] == "n1 was activated, but recording phase done in the rollout lease of n1 failed: disk full."
     assert result["ansible_facts"]["os_activate_result"]["status"] == "activated"
-    assert run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
+    assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
 
 
-def test_acquire_with_activate_and_a_lease_whose_host_fails_writes_only_the_reboot():
-    world = World()
-    book = open_book(world)
-    writes = _lease_writes(world)
-    result = run_on(RebootingHost(world, booted=OLD), op="acquire", book=book, target_digest=T, old_digest=OLD,
-                    activate=ACTIVATE, lease=LEASE, lease_release=True)
-    assert result["failure"]["step"] == "Read and verify the booted deployment" and not result["lease_written"]
-    assert [w["phase"] for w in writes] == ["rebooting"]
-
-
-def test_acquire_with_activate_of_a_killed_run_changes_nothing_after_the_reboot():
-    world = World()
-    book = open_book(world)
-    writes = _lease_writes(world)
-    host = RebootingHost(world)
-    # ansible-playbook is killed while the host reboots: the worker's parent is another process when it is back.
-    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE, lease=LEASE,
-                    lease_release=True, controller=lambda: 1 if host.rebooted else 4242)
-    assert result["failed"] and result["msg"] == "the run's controller process 4242 is gone, so n1 is left as it booted, unverified."
-    assert result["reboot"]["rebooted"] and "rpm-ostree status --json" not in host.commands
-    assert [w["phase"] for w in writes] == ["rebooting"]
-    with _slots.locked_book(book) as state:
-        record = _slots.record_of(state, "n1")
-    # Still as the killed run left it: rebooting, not back, not verified, holding its slot.
-    assert record["reboot_end"] is None and record["verified_at"] is None and record["holds_slot"]
-
-
-def test_acquire_with_activate_of_a_killed_run_neither_writes_its_lease_nor_reboots():
-    world = World()
-    book = open_book(world)
-    writes = _lease_writes(world)
-    host = RebootingHost(world)
-    # Killed before the slot was granted: the slot is free, but the run that would free it again is gone.
-    parents = iter([4242] + [1] * 10)
-    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE, lease=LEASE,
-                    controller=lambda: next(parents))
-    assert result == {"granted": False, "reason": "the run's controller process 4242 is gone", "changed": False}
-    assert writes == [] and host.commands == []
-    # Killed between the grant and the reboot: the host is not rebooted.
-    parents = iter([4243] + [1] * 10)
-    result = run_on(host, "n2", op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE,
-                    controller=lambda: next(parents))
-    assert result["granted"] and result["failed"], result
-    assert result["msg"] == "the run's controller process 4243 is gone, so n2 was not rebooted."
-    assert host.commands == []
-
-
-def test_acquire_with_activate_whose_host_does_not_come_back_keeps_the_failure_for_the_rescue():
-    world = World()
-    book = open_book(world)
-    host = RebootingHost(world, comes_back=False)
-    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD,
-                    activate=dict(ACTIVATE, reboot_timeout=2))
-    assert result["granted"] and not result["released"] and not result.get("failed"), result
-    failure = result["failure"]
-    assert failure["step"] == "Finalize the staged deployment and reboot" and failure["rc"] is None
-    assert failure["msg"].startswith("The host did not come back with a new boot id within 2 s of the reboot command")
-    record = result["ansible_facts"]["os_activate_result"]
-    assert record["phase"] == "reboot" and record["status"] == "started" and record["holds_slot"]
-    # What the rescue (failed.yml) does with it: the host went down, so it keeps its slot.
-    failed = run(world, "n1", op="fail", book=book, task=failure["step"], result=failure, reboot=result["reboot"],
-                 probe={"unreachable": True}, reboot_timeout=2)
-    assert failed["ansible_facts"]["os_activate_result"]["reason"].startswith(
-        "did not come back within 2 s; its budget slot stays taken (reboot: Finalize the staged deployment and reboot: ")
-
-
-def test_acquire_with_activate_booted_on_another_digest_fails_in_the_verify_phase_unfreed():
-    world = World()
-    book = open_book(world)
-    other = "sha256:" + "9" * 64
-    host = RebootingHost(world, booted=other, down=0)
-    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE)
-    record = result["ansible_facts"]["os_activate_result"]
-    assert result["failure"] == {"step": "Read and verify the booted deployment", "rc": None,
-                                 "msg": "n1 booted %s, not %s" % (other, T)}
-    assert not result["released"] and record["phase"] == "verify" and record["booted_digest"] == other
-    assert not run(world, "n2", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
-
-
-def test_acquire_with_activate_whose_reboot_command_fails_says_so_with_its_rc():
-    world = World()
-    book = open_book(world)
-    host = RebootingHost(world, reboot_rc=1)
-    failure = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, activate=ACTIVATE)["failure"]
-    assert failure["rc"] == 1 and failure["msg"] == "The reboot command failed (rc=1): 'error: no staged deployment'."
-    assert host.commands == [BOOT, FINALIZE]
-
-
-def test_acquire_with_activate_in_mode_verify_reads_and_frees_without_a_reboot():
-    world = World()
-    book = open_book(world)
-    host = RebootingHost(world)
-    host.rebooted = True        # a killed run rebooted it into its target
-    result = run_on(host, op="acquire", book=book, target_digest=T, old_digest=OLD, mode="verify", activate=ACTIVATE)
-    assert result["released"] and result["ansible_facts"]["os_activate_result"]["status"] == "activated"
-    assert host.commands == ["rpm-ostree status --json"] and result["reboot"] == {} and not result["changed"]
-
-
-@pytest.mark.parametrize("activate, message", [
-    (dict(ACTIVATE, poll_interval=0), "activate.poll_interval must be a number of seconds more than 0, got 0.0."),
-    (dict(ACTIVATE, reboot_timeout=0), "activate.reboot_timeout must be at least 1 second, got 0."),
-])
-def test_acquire_with_bad_activate_numbers_is_refused_before_the_lease_and_the_slot(activate, message):
-    world = World()
-    book = open_book(world)
-    host = RebootingHost(world)
-    result = run_on(host, op="acquire", book=book, target_digest=T, activate=activate,
-                    lease={"rollout": "r1", "owner": "o", "started_at": 1.0})
-    assert result["failed"] and result["msg"] == message
-    assert host.commands == [] and world.calls == []
-    # Nothing was recorded for n1: it can still take the slot.
-    assert run(world, "n1", op="acquire", book=book, target_digest=T, timeout=0)["granted"]
-
-
-def test_acquire_with_activate_over_a_local_connection_refuses_to_reboot_the_controller():
-    world = World()
-    book = open_book(world)
-    host = RebootingHost(world)
-    host.world.command = host.command
-    action = new_action(os_activate_slot, dict(op="acquire", book=book, target_digest=T, activate=ACTIVATE))
-    action._clock = lambda: world.now
-    action._sleep = world.sleep
-    action._low_level_execute_command = host.command
-    action._connection.transport = "local"
-    result = action.run(task_vars={"inventory_hostname": "n1"})
-    assert result["failure"]["msg"] == "Refusing to reboot the controller (connection local)." and host.commands == []
-
-
-def test_a_host_with_a_whole_round_ahead_writes_its_lease_once_that_round_got_its_slots():
+def test_a_lease_write_before_the_slot_waits_for_a_round_of_the_pool_ahead():
     world = World()
     hosts = [{"host": name, "pool": "a"} for name in ("n1", "n2", "n3")]
     book = run(world, op="open", hosts=hosts, budgets={"a": 1})["book"]
@@ -654,11 +367,295 @@ def test_a_host_with_a_whole_round_ahead_writes_its_lease_once_that_round_got_it
         return {"changed": True, "acquired": True}
 
     world.module = module
-    lease = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0}
-    assert run(world, "n1", op="acquire", book=book, target_digest=T, lease=lease)["granted"]
+    Host(world)
+    assert acquire(world, book=book, lease=LEASE, hooks=PRE)["granted"]
     # n3 has n2 ahead of it, a whole round of the pool's budget of 1 with no slot yet: it waits to write.
-    third = run(world, "n3", op="acquire", book=book, target_digest=T, timeout=1, poll_interval=0.5, lease=lease)
+    third = acquire(world, "n3", book=book, timeout=1, poll_interval=0.5, lease=LEASE)
     assert not third["granted"] and writes == [("n1", 1000.0)]
     # n2 has no one ahead without a slot: it writes at once, then waits for n1's slot.
-    second = run(world, "n2", op="acquire", book=book, target_digest=T, timeout=1, poll_interval=0.5, lease=lease)
+    second = acquire(world, "n2", book=book, timeout=1, poll_interval=0.5, lease=LEASE)
     assert not second["granted"] and writes == [("n1", 1000.0), ("n2", 1001.0)]
+
+
+def test_mode_verify_reads_and_frees_without_a_reboot():
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    host.on["booted"] = T        # a killed run rebooted it into its target
+    result = acquire(world, book=book, mode="verify", hooks=PRE)
+    # No pre-activate tasks in mode verify: nothing reboots.
+    assert result["released"] and result["ansible_facts"]["os_activate_result"]["status"] == "activated"
+    assert host.commands == ["rpm-ostree status --json"] and result["reboot"] == {} and not result["changed"]
+
+
+@pytest.mark.parametrize("reboot, message", [
+    (dict(REBOOT, poll_interval=0), "reboot.poll_interval must be a number of seconds more than 0, got 0.0."),
+    (dict(REBOOT, reboot_timeout=0), "reboot.reboot_timeout must be at least 1 second, got 0."),
+])
+def test_bad_reboot_numbers_are_refused_before_the_lease_and_the_slot(reboot, message):
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    writes = _lease_writes(world)
+    result = acquire(world, book=book, reboot=reboot, lease=LEASE)
+    assert result["failed"] and result["msg"] == message
+    assert host.commands == [] and world.calls == [] and writes == []
+    # Nothing was recorded for n1: it can still take the slot.
+    assert acquire(world, book=book, timeout=0, hooks=PRE)["granted"]
+
+
+def test_a_local_connection_is_never_rebooted():
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    action = new_action(os_activate_slot, dict(op="acquire", book=book, target_digest=T, staged_checksum=CHECKSUM,
+                                               reboot=REBOOT))
+    action._clock = lambda: world.now
+    action._sleep = world.sleep
+    action._low_level_execute_command = host.command
+    action._connection.transport = "local"
+    result = action.run(task_vars={"inventory_hostname": "n1"})
+    assert result["failed"] and "Refusing to reboot the controller (connection local)." in result["msg"]
+    # Only the boot id is read, once after the refusal: the reboot never started, the slot is free.
+    assert host.commands == [BOOT] and not result["ansible_facts"]["os_activate_result"]["holds_slot"]
+
+
+# -- what is read before the reboot ----------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["rpm-ostree", "bootc"])
+@pytest.mark.parametrize("mode, digests, problem", [
+    ("finalize", {"booted": OLD, "staged": T}, None),
+    ("finalize", {"booted": OLD}, "n1 has no staged deployment at %s (staged: nothing)" % T),
+    ("finalize", {"booted": OLD, "staged": OTHER}, "n1 has no staged deployment at %s (staged: %s)" % (T, OTHER)),
+    ("rollback", {"booted": OLD, "rollback": T}, None),
+    ("rollback", {"booted": OLD, "rollback": OTHER}, "n1 has no previous deployment at %s or still has a staged one" % T),
+    ("rollback", {"booted": OLD}, "n1 has no previous deployment at %s or still has a staged one" % T),
+])
+def test_the_deployments_are_read_and_checked_when_the_mode_needs_it(backend, mode, digests, problem):
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    host.on = {"booted": None, "staged": None, "rollback": None}
+    host.on.update(digests)
+    # The checksum is not known: the deployments are read first, on either backend.
+    result = acquire(world, book=book, mode=mode, backend=backend, staged_checksum="", hooks=PRE)
+    assert result["ansible_facts"]["os_activate_next"] == "pre"
+    result = run(world, "n1", op="continue", book=book)
+    status = "rpm-ostree status --json" if backend == "rpm-ostree" else "bootc status --format=json"
+    assert host.commands[0] == status
+    record = result["ansible_facts"]["os_activate_result"]
+    if problem:
+        assert result["failed"] and result["msg"] == "Read and check the deployments before the reboot: %s." % problem
+        # Nothing was disrupted: the host frees its slot, and is not rolled back.
+        assert host.commands == [status] and record["phase"] == "prepare" and not record["holds_slot"]
+        assert record["reason"] == "prepare: Read and check the deployments before the reboot: " + problem
+    else:
+        assert not result.get("failed") and record["status"] == "activated", result
+        assert len([c for c in host.commands if "finalize-deployment" in c or c == ROLLBACK or c.endswith("--apply")]) == 1
+
+
+@pytest.mark.parametrize("backend, problem", [
+    ("bootc", None),
+    ("rpm-ostree", "n1 has no previous deployment at %s or still has a staged one" % T),
+])
+def test_a_rollback_lets_only_bootc_keep_a_staged_deployment(backend, problem):
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    host.on = {"booted": OLD, "staged": T, "rollback": T}
+    result = acquire(world, book=book, mode="rollback", backend=backend, staged_checksum="", rollback=False)
+    assert result.get("failed", False) is bool(problem)
+    if problem:
+        assert problem in result["msg"]
+
+
+@pytest.mark.parametrize("answer, message", [
+    ({"rc": 1, "stdout": "", "stderr": "error: Could not connect to rpm-ostreed\n"},
+     "Failed to run rpm-ostree status: Could not connect to rpm-ostreed."),
+    ({"rc": 0, "stdout": "not json", "stderr": ""},
+     "Failed to parse the output of rpm-ostree status --json: Expecting value: line 1 column 1 (char 0)."),
+])
+def test_deployments_that_cannot_be_read_fail_naming_the_host(answer, message):
+    world = World()
+    book = open_book(world)
+    world.rpm_ostree = answer
+    result = run(world, "n1", op="acquire", book=book, target_digest=T, reboot=REBOOT)
+    assert result["failed"] and result["msg"] == (
+        "Read and check the deployments before the reboot: Reading the deployments of n1 before the reboot failed: "
+        + message)
+    assert not result["ansible_facts"]["os_activate_result"]["holds_slot"]
+
+
+# -- failures --------------------------------------------------------------------------
+
+def test_a_host_that_does_not_come_back_fails_and_keeps_its_slot():
+    world = World()
+    book = open_book(world)
+    host = Host(world, comes_back=False)
+    result = acquire(world, book=book, reboot=dict(REBOOT, reboot_timeout=2))
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["failed"] and result["msg"].startswith(
+        "Finalize the staged deployment and reboot: The host did not come back with a new boot id within 2 s")
+    # Probed once more after the timeout: still down, so it keeps its slot.
+    assert host.commands[-1] == BOOT
+    assert record["holds_slot"] and record["status"] == "failed" and record["reason"].startswith(
+        "did not come back within 2 s; its budget slot stays taken (reboot: Finalize the staged deployment and reboot: ")
+    assert not acquire(world, "n2", book=book, timeout=0)["granted"]
+    # The rescue's op fail finds the failure handled, and changes nothing.
+    again = run(world, "n1", op="fail", book=book, task="Take a budget slot", result=result)
+    assert again["ansible_facts"]["os_activate_result"] == record and not again.get("failed")
+
+
+def test_a_reboot_command_that_fails_never_started_the_reboot_and_frees_the_slot():
+    world = World()
+    book = open_book(world)
+    host = Host(world, reboot_rc=1)
+    result = acquire(world, book=book)
+    assert result["failed"] and result["msg"] == (
+        "Finalize the staged deployment and reboot: The reboot command failed (rc=1): 'error: no staged deployment'.")
+    record = result["ansible_facts"]["os_activate_result"]
+    assert record["reason"].startswith("the reboot did not start: ") and not record["holds_slot"]
+    assert host.commands == [BOOT, FINALIZE, BOOT]
+
+
+def test_a_host_booted_on_another_digest_is_rolled_back_through_the_same_reboot_path():
+    world = World()
+    book = open_book(world, max_failures=2)
+    writes = _lease_writes(world)
+    host = Host(world, booted=OTHER, down=0)
+    result = acquire(world, book=book, lease=LEASE)
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["failed"] and result["msg"] == "Read and verify the booted deployment: n1 booted %s, not %s." % (OTHER, T)
+    # The rollback command, then the boot id polled and the previous digest verified, as for the activation.
+    assert host.commands == [BOOT, FINALIZE, BOOT, "rpm-ostree status --json", "rpm-ostree status --json",
+                             BOOT, ROLLBACK, BOOT, "rpm-ostree status --json"]
+    assert record["rolled_back"] and record["booted_digest"] == OLD and not record["holds_slot"]
+    assert record["reason"] == "verify: Read and verify the booted deployment: n1 booted %s, not %s; rolled back to %s" % (
+        OTHER, T, OLD)
+    assert result["rollback"] == {"rolled_back": True}
+    assert [w["phase"] for w in writes] == ["rebooting", "failed"]
+    assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
+
+
+def test_a_rollback_that_does_not_come_back_keeps_the_slot():
+    world = World()
+    book = open_book(world)
+    Host(world, booted=OTHER, down=0, rollback_comes_back=False)
+    result = acquire(world, book=book, reboot=dict(REBOOT, reboot_timeout=2))
+    record = result["ansible_facts"]["os_activate_result"]
+    assert result["failed"] and record["holds_slot"] and not record["rolled_back"]
+    assert "the rollback failed too: rollback: Make the previous deployment the default and reboot into it: did not come"         " back within 2 s" in record["reason"]
+    assert result["rollback"]["rolled_back"] is False
+
+
+def test_no_rollback_when_it_is_not_asked_for():
+    world = World()
+    book = open_book(world)
+    host = Host(world, booted=OTHER, down=0)
+    result = acquire(world, book=book, rollback=False)
+    assert result["failed"] and ROLLBACK not in host.commands
+    record = result["ansible_facts"]["os_activate_result"]
+    assert not record["rolled_back"] and not record["holds_slot"] and record["status"] == "failed"
+
+
+def test_a_health_command_is_tried_again_then_rolls_the_host_back():
+    world = World()
+    book = open_book(world)
+    host = Host(world, down=0, sick=5)
+    result = acquire(world, book=book, health={"command": HEALTH, "retries": 3, "delay": 2})
+    assert result["failed"] and result["msg"].startswith(
+        "Run the health command: the health command 'lab-health' failed 3 time(s), last: 'degraded'")
+    assert host.commands.count(HEALTH) == 3 and world.sleeps.count(2) == 2
+    assert result["ansible_facts"]["os_activate_result"]["rolled_back"]
+    # Healthy on the second try: activated.
+    world = World()
+    book = open_book(world)
+    Host(world, down=0, sick=1)
+    result = acquire(world, book=book, health={"command": HEALTH, "retries": 3, "delay": 2})
+    assert not result.get("failed") and result["ansible_facts"]["os_activate_result"]["status"] == "activated"
+
+
+def test_a_killed_run_changes_nothing_after_the_reboot():
+    world = World()
+    book = open_book(world)
+    writes = _lease_writes(world)
+    host = Host(world)
+    # ansible-playbook is killed while the host reboots: the worker's parent is another process when it is back.
+    result = acquire(world, book=book, lease=LEASE, lease_release=True,
+                     controller=lambda: 1 if host.boots > 1 or host.rebooted else 4242)
+    assert result["failed"] and "the run's controller process 4242 is gone, so n1 is left as it booted, unverified" \
+        in result["msg"]
+    assert "rpm-ostree status --json" not in host.commands
+    assert [w["phase"] for w in writes] == ["rebooting"]
+    record = record_of(book)
+    # Still as the killed run left it: rebooting, not back, not verified, holding its slot.
+    assert record["reboot_end"] is None and record["verified_at"] is None and record["holds_slot"]
+
+
+def test_a_killed_run_neither_writes_its_lease_nor_reboots():
+    world = World()
+    book = open_book(world)
+    writes = _lease_writes(world)
+    host = Host(world)
+    # Killed before the slot was granted: the slot is free, but the run that would free it again is gone.
+    parents = iter([4242] + [1] * 10)
+    result = acquire(world, book=book, lease=LEASE, controller=lambda: next(parents))
+    assert not result["granted"] and result["reason"] == "the run's controller process 4242 is gone"
+    assert writes == [] and host.commands == []
+    # Killed between the grant and the reboot: the host is not rebooted.
+    parents = iter([4243] + [1] * 10)
+    result = acquire(world, "n2", book=book, controller=lambda: next(parents))
+    assert result["granted"] and result["failed"], result
+    assert "the run's controller process 4243 is gone, so n2 was not rebooted" in result["msg"]
+    assert host.commands == []
+
+
+# -- hooks -----------------------------------------------------------------------------
+
+def test_the_activation_stops_before_each_hook_and_continues_after_it():
+    world = World()
+    book = open_book(world)
+    host = Host(world, down=0)
+    hooks = {"pre": True, "health": True, "post": True}
+    steps = [acquire(world, book=book, hooks=hooks, health={"command": HEALTH})]
+    assert steps[-1]["ansible_facts"]["os_activate_next"] == "pre" and host.commands == []
+    steps.append(run(world, "n1", op="continue", book=book))
+    # Rebooted, verified on the target, the health command passed; the health tasks come next.
+    assert steps[-1]["ansible_facts"]["os_activate_next"] == "health" and host.commands[-1] == HEALTH
+    assert steps[-1]["ansible_facts"]["os_activate_result"]["verified_at"] is None
+    steps.append(run(world, "n1", op="continue", book=book))
+    record = steps[-1]["ansible_facts"]["os_activate_result"]
+    assert steps[-1]["ansible_facts"]["os_activate_next"] == "post" and record["verified_at"] is not None
+    assert record["holds_slot"] is False and record["status"] == "activated"
+    steps.append(run(world, "n1", op="continue", book=book))
+    assert steps[-1]["released"] and steps[-1]["ansible_facts"]["os_activate_next"] is None
+    # Only once per hook: there is nothing more to continue.
+    late = run(world, "n1", op="continue", book=book)
+    assert late["failed"] and late["msg"] == "n1 has no activation waiting for op continue: take a slot first (op acquire)."
+
+
+@pytest.mark.parametrize("hook, rolled_back, phase", [("pre", False, "prepare"), ("health", True, "rollback"),
+                                                      ("post", False, "post")])
+def test_a_hook_that_fails_is_handled_by_its_phase(hook, rolled_back, phase):
+    world = World()
+    book = open_book(world, max_failures=2)
+    host = Host(world, down=0)
+    result = acquire(world, book=book, hooks={hook: True})
+    assert result["ansible_facts"]["os_activate_next"] == hook
+    failed = run(world, "n1", op="fail", book=book, task="Drain the node", result={"msg": "drain\nfailed", "rc": 2})
+    record = failed["ansible_facts"]["os_activate_result"]
+    # The task failed already: op fail handles it and does not fail again.
+    assert not failed.get("failed") and failed["released"]
+    assert record["status"] == "failed" and record["rolled_back"] is rolled_back and not record["holds_slot"]
+    assert record["reason"].startswith("%s: Drain the node: drain failed (rc=2)" % ("health" if hook == "health" else phase))
+    assert (ROLLBACK in host.commands) is rolled_back
+    assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
+
+
+def test_op_fail_before_any_slot_takes_the_host_out():
+    world = World()
+    book = open_book(world)
+    failed = run(world, "n1", op="fail", book=book, task="Take a budget slot", result={"msg": "bad\noption"})
+    assert not failed.get("failed") and failed["ansible_facts"]["os_activate_result"] is None
+    summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
+    assert summary["not_activated"] == ["n1", "n2"] and summary["started"] == []
