@@ -125,6 +125,8 @@ class StrategyModule(FreeStrategyModule):
             book = _slots.read_book(path)
         except _slots.SlotError:
             return None
+        # The slot holders, once per version of the book: every other task of the play looks at them.
+        book["_holders"] = [h for h in book["order"] if book["hosts"][h]["state"] == "holding"]
         self._books[path] = (identity, book)
         return book
 
@@ -161,8 +163,7 @@ class StrategyModule(FreeStrategyModule):
         (a holder always finds a fork for its next step, so that hooks cannot stall a slot)."""
         if book["hosts"][host]["state"] == "holding":
             return True, None
-        idle = [h for h, entry in book["hosts"].items()
-                if entry["state"] == "holding" and not self._blocked_hosts.get(h, False) and h in self._running]
+        idle = [h for h in book["_holders"] if not self._blocked_hosts.get(h, False) and h in self._running]
         if self._pending_results + len(idle) < len(self._workers):
             return True, None
         return False, "the free forks are kept for the slot holders %s" % ", ".join(sorted(idle))
