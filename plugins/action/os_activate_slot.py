@@ -443,7 +443,7 @@ class ActionModule(ActionBase):
             self._record(path, host, "reboot_start", status)
             command = _backends.backend(config["backend"]).command(
                 "finalize" if mode == "finalize" else "rollback", staged_checksum=checksum if mode == "finalize" else None)
-            reboot = self._reboot(config, command)
+            reboot = dict(self._reboot(config, command), command=command)
             if reboot.get("failed"):
                 raise Stop(STEP_REBOOT, {"msg": reboot["msg"], "rc": reboot.get("rc")}, reboot=reboot)
         gone = self._controller_gone(config["controller"])
@@ -561,10 +561,11 @@ class ActionModule(ActionBase):
         and verify its digest; a failure is recorded (phase rollback: the host keeps its slot)."""
         record = self._record(path, host, "rollback_start")
         old = record["old_digest"]
+        command = _backends.backend(config["backend"]).command("rollback")
         try:
             status = self._read(STEP_ROLLBACK, "before the rollback", host, config)
             if _slots.booted_digest(status) != old:
-                reboot = self._reboot(config, _backends.backend(config["backend"]).command("rollback"))
+                reboot = self._reboot(config, command)
                 if reboot.get("failed"):
                     raise Stop(STEP_ROLLBACK, {"msg": "did not come back within %s s of the rollback reboot: %s" % (
                         config["reboot"]["reboot_timeout"], one_line(reboot.get("msg"), "no answer"))})
@@ -574,9 +575,9 @@ class ActionModule(ActionBase):
         except Stop as stop:
             with self._book(path) as book:
                 _slots.record_failure(book, host, stop.step, stop.result, self._clock())
-            return {"rolled_back": False, "msg": stop.result["msg"]}
+            return {"rolled_back": False, "command": command, "msg": stop.result["msg"]}
         self._record(path, host, "rolled_back", status)
-        return {"rolled_back": True}
+        return {"rolled_back": True, "command": command}
 
 
 def sentence_of(step, result):

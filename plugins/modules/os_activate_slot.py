@@ -346,20 +346,22 @@ released:
   type: bool
   sample: true
 reboot:
-  description: O(op=acquire) and O(op=continue), the reboot's result as M(fleetos.layering.os_reboot) returns it.
+  description: O(op=acquire) and O(op=continue), the reboot's result as M(fleetos.layering.os_reboot) returns it, with
+    the C(command) that rebooted the host.
   returned: when this task rebooted the host
   type: dict
-  sample: {rebooted: true, boot_id_before: "8c6d...", boot_id: "1f0e...", elapsed: 11.2}
+  sample: {command: "rpm-ostree finalize-deployment --allow-unlocked 5d2f...", rebooted: true, boot_id: "1f0e...", elapsed: 11.2}
 booted:
   description: O(op=acquire) and O(op=continue), the booted deployment as M(fleetos.layering.os_info) returns it.
   returned: when this task verified the host
   type: dict
   sample: {checksum: "5d2f...", image: {digest: "sha256:3f5a..."}}
 rollback:
-  description: Whether the failed host was rolled back (C(rolled_back)), and why not (C(msg)).
+  description: Whether the failed host was rolled back (C(rolled_back)), the C(command) that rolled it back, and why it
+    was not (C(msg)).
   returned: when this task rolled the host back
   type: dict
-  sample: {rolled_back: true}
+  sample: {rolled_back: true, command: rpm-ostree rollback --reboot}
 unlocked:
   description: Whether a FleetLock slot was freed.
   returned: when the activation ended in this task, and op is unlock

@@ -128,8 +128,8 @@ def test_a_bootc_node_that_fails_health_is_rolled_back_with_bootc(lab, mixed, tm
     assert row["status"] == "failed" and row["rolled_back"], row
     assert row["backend"] == "bootc"
     assert booted_digest(lab, mixed, failing) == before
-    # The rollback was bootc's: the task ran `bootc rollback`, never rpm-ostree's.
-    assert '"cmd": "bootc rollback --apply"' in proc.stdout, proc.stdout[-3000:]
+    # The rollback was bootc's: the activation ran `bootc rollback`, never rpm-ostree's.
+    assert '"command": "bootc rollback --apply"' in proc.stdout, proc.stdout[-3000:]
     assert "rpm-ostree rollback" not in proc.stdout
     assert [e["node"] for e in proc.events if e["event"] == "reboot"] == [failing, failing]
     assert not any(e.get("node") in others for e in proc.events if e["event"] == "reboot")

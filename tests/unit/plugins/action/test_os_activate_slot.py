@@ -532,7 +532,7 @@ def test_a_host_booted_on_another_digest_is_rolled_back_through_the_same_reboot_
     assert record["rolled_back"] and record["booted_digest"] == OLD and not record["holds_slot"]
     assert record["reason"] == "verify: Read and verify the booted deployment: n1 booted %s, not %s; rolled back to %s" % (
         OTHER, T, OLD)
-    assert result["rollback"] == {"rolled_back": True}
+    assert result["rollback"] == {"rolled_back": True, "command": ROLLBACK}
     assert [w["phase"] for w in writes] == ["rebooting", "failed"]
     assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
 
