@@ -30,8 +30,8 @@ def machine_image_load(directory, relative_to=None, required=False):
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
     if required and not os.path.isdir(directory):
-        record["error"] = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir), but that "
-                           "directory does not exist" % directory)
+        record["error"] = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir or "
+                           "machine_image_manifests_dir), but that directory does not exist" % directory)
         record["errors"] = [record["error"]]
     return record
 

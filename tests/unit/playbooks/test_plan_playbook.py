@@ -163,14 +163,16 @@ def test_manifests_expected_where_there_are_none_fail_every_host(tmp_path):
         hostvars.pop("fleetos_machine_image", None)
     (tmp_path / "awx" / "inventory.json").write_text(json.dumps(data))
     missing = tmp_path / "project" / "machine_images"
-    proc, report, _markdown = plan(tmp_path / "job", {}, sources=[script],
-                                   extra=["-e", "fleetos_machine_images_dir=%s" % missing])
-    assert proc.returncode != 0
-    reason = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir), but that directory does not "
-              "exist" % missing)
-    assert report["manifest_errors"] == [reason]
-    assert {row["host"]: (row["action"], row["reason"]) for row in report["hosts"]} == {
-        host: ("error", reason) for host in HOSTS}
+    # Named with the playbooks' variable, or with the role's own: either is named on purpose.
+    for variable in ("fleetos_machine_images_dir", "machine_image_manifests_dir"):
+        proc, report, _markdown = plan(tmp_path / variable, {}, sources=[script],
+                                       extra=["-e", "%s=%s" % (variable, missing)])
+        assert proc.returncode != 0
+        reason = ("MachineImage manifests were expected in %s (fleetos_machine_images_dir or "
+                  "machine_image_manifests_dir), but that directory does not exist" % missing)
+        assert report["manifest_errors"] == [reason], variable
+        assert {row["host"]: (row["action"], row["reason"]) for row in report["hosts"]} == {
+            host: ("error", reason) for host in HOSTS}
 
 
 LOCKED = "sha256:" + "4" * 64
