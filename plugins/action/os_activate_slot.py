@@ -445,7 +445,10 @@ class ActionModule(ActionBase):
                 "finalize" if mode == "finalize" else "rollback", staged_checksum=checksum if mode == "finalize" else None)
             reboot = dict(self._reboot(config, command), command=command)
             if reboot.get("failed"):
-                raise Stop(STEP_REBOOT, {"msg": reboot["msg"], "rc": reboot.get("rc")}, reboot=reboot)
+                msg = reboot["msg"]
+                if reboot.get("rc") is not None and mode == "finalize":
+                    msg = "%s %s" % (msg, self._why_not_finalized(config, host, self._record(path, host)["target_digest"]))
+                raise Stop(STEP_REBOOT, {"msg": msg, "rc": reboot.get("rc")}, reboot=reboot)
         gone = self._controller_gone(config["controller"])
         if gone:
             # The reboot alone would have changed nothing more: a rerun finds the host as it booted.
@@ -462,6 +465,18 @@ class ActionModule(ActionBase):
             # No health check follows: booted on the target is verified.
             self._record(path, host, "verified")
         return {"reboot": reboot, "booted": status.get("booted"), "changed": bool(reboot.get("changed"))}
+
+    def _why_not_finalized(self, config, host, target):
+        """After a finalize command that failed: what the host's deployments say now, as a sentence."""
+        try:
+            status = self._read_deployments(config)
+        except FleetosError as exc:
+            return "Reading the deployments of %s again failed too: %s" % (host, one_line(exc.msg, "no message"))
+        staged = _slots.staged_digest(status)
+        if staged != target:
+            return ("The staged deployment at %s is gone (staged now: %s): another run cancelled or replaced it."
+                    % (target, staged or "nothing"))
+        return "The staged deployment at %s is still there." % target
 
     def _read(self, step, when, host, config, reboot=None):
         """The host's deployments; Stop (as ``step``) when they cannot be read."""

@@ -282,6 +282,11 @@ def booted_digest(status):
     return _image_digest(_deployment(status, "booted"))
 
 
+def staged_digest(status):
+    """The image digest of the staged deployment of an os_info result, or None."""
+    return _image_digest(_deployment(status, "staged"))
+
+
 def _deployment(status, role):
     """The ``booted``/``rollback`` deployment of an os_info result, or None."""
     if isinstance(status, dict):

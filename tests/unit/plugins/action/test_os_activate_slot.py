@@ -511,11 +511,24 @@ def test_a_reboot_command_that_fails_never_started_the_reboot_and_frees_the_slot
     book = open_book(world)
     host = Host(world, reboot_rc=1)
     result = acquire(world, book=book)
+    # Read once more: the staged deployment is still there.
     assert result["failed"] and result["msg"] == (
-        "Finalize the staged deployment and reboot: The reboot command failed (rc=1): 'error: no staged deployment'.")
+        "Finalize the staged deployment and reboot: The reboot command failed (rc=1): 'error: no staged deployment'."
+        " The staged deployment at %s is still there." % T)
     record = result["ansible_facts"]["os_activate_result"]
     assert record["reason"].startswith("the reboot did not start: ") and not record["holds_slot"]
-    assert host.commands == [BOOT, FINALIZE, BOOT]
+    assert host.commands == [BOOT, FINALIZE, "rpm-ostree status --json", BOOT]
+
+
+def test_a_finalize_that_fails_because_another_run_cancelled_the_stage_says_so():
+    world = World()
+    book = open_book(world)
+    host = Host(world, reboot_rc=1)
+    host.on["staged"] = None
+    result = acquire(world, book=book)
+    assert result["msg"].endswith(
+        "The staged deployment at %s is gone (staged now: nothing): another run cancelled or replaced it." % T)
+    assert "another run cancelled or replaced it" in result["ansible_facts"]["os_activate_result"]["reason"]
 
 
 def test_a_host_booted_on_another_digest_is_rolled_back_through_the_same_reboot_path():
