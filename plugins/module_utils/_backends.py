@@ -14,7 +14,7 @@ ask these (the filter fleetos.layering.backend_command) instead of checking the 
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _rebase, _switch
+from ansible_collections.fleetos.layering.plugins.module_utils import _job, _rebase, _switch
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._host import shell_command
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
@@ -30,6 +30,10 @@ STAGE_ARGS = dict(
     ostree_remote=dict(type="str"),
     lock_finalization=dict(type="bool", default=True),
     auth_file=dict(type="path", no_log=False),
+    phase=dict(type="str", default="all", choices=["all", "start", "finish"]),
+    job=dict(type="str"),
+    timeout=dict(type="int", default=3600),
+    poll_interval=dict(type="float", default=2.0),
 )
 STAGE_REQUIRED_IF = [("transport", "remote", ["ostree_remote"])]
 
@@ -46,6 +50,9 @@ class Backend:
     """A backend; subclasses give its name and argvs."""
 
     name = None
+    # The module_utils of the backend's own stage module (its prepare), and its step (the long command).
+    steps = None
+    step = None
 
     def finalize_argv(self, staged_checksum):
         """What applies the staged deployment (``staged_checksum``) and reboots into it, or None without one
@@ -60,9 +67,30 @@ class Backend:
         """What discards a staged deployment without a reboot, or None when rolling back discards it."""
         raise NotImplementedError
 
-    def stage(self, host, params, check_mode):
-        """Stage ``params["image"]`` (the options of os_image_stage) on ``host``; -> the task result."""
+    def options(self, params):
+        """The options of the backend's own stage module for the options of os_image_stage ``params``."""
         raise NotImplementedError
+
+    def waiting(self, result):
+        """Whether the target waits in a staged deployment after the stage that gave ``result``."""
+        raise NotImplementedError
+
+    def stage(self, host, params, check_mode):
+        """Stage ``params["image"]`` (the options of os_image_stage) on ``host``; -> the task result.
+
+        ``phase`` all stages in this task (the backend module's code); start does all that comes before the
+        long command and starts it as a job on the host (``_job``); finish with the start's ``job`` waits for
+        it and concludes as all does (without a job, it is all)."""
+        _job.check_timing(params["timeout"], params["poll_interval"])
+        options = self.options(params)
+        if params["phase"] == "finish" and params["job"]:
+            result = _job.finish(host, params["job"], lambda before: self.step.resume(host, options, before),
+                                 params["timeout"], params["poll_interval"])
+        elif params["phase"] == "start":
+            result = _job.start(host, *self.steps.prepare(host, options, check_mode))
+        else:
+            result = self.stage_here(host, options, check_mode)
+        return _staged(result, self.waiting(result))
 
     def command(self, what, staged_checksum=None):
         """The shell line of ``what`` (one of COMMANDS), or an empty string when the backend has none (an
@@ -76,13 +104,20 @@ class Backend:
 class RpmOstree(Backend):
     name = "rpm-ostree"
 
-    def stage(self, host, params, check_mode):
-        options = defaults(_rebase.ARGUMENT_SPEC, image=params["image"], transport=params["transport"],
-                           ostree_remote=params["ostree_remote"], lock_finalization=params["lock_finalization"],
-                           auth_file=params["auth_file"], state="staged")
-        result = _rebase.rebase(host, options, check_mode)
+    steps = _rebase
+    step = _rebase.Rebase
+
+    def options(self, params):
+        return defaults(_rebase.ARGUMENT_SPEC, image=params["image"], transport=params["transport"],
+                        ostree_remote=params["ostree_remote"], lock_finalization=params["lock_finalization"],
+                        auth_file=params["auth_file"], state="staged")
+
+    def stage_here(self, host, options, check_mode):
+        return _rebase.rebase(host, options, check_mode)
+
+    def waiting(self, result):
         # Read after the rebase, the next boot is the staged deployment when a reboot is required.
-        return _staged(result, result.get("reboot_required"))
+        return result.get("reboot_required")
 
     def finalize_argv(self, staged_checksum):
         # The checksum names the deployment the stage made: another one staged meanwhile is refused.
@@ -99,18 +134,25 @@ class RpmOstree(Backend):
 class Bootc(Backend):
     name = "bootc"
 
-    def stage(self, host, params, check_mode):
+    steps = _switch
+    step = _switch.Switch
+
+    def options(self, params):
         if params["transport"] not in ("registry", "signed"):
             raise InvalidInputError("transport %s cannot be used on a bootc host (image '%s'): bootc verifies images "
                                     "only with the containers policy (transport signed)."
                                     % (params["transport"], shown(params["image"])))
         # bootc's download-only stage is rpm-ostree's locked finalization: an unplanned reboot boots the
         # booted deployment again, and only the activation applies the staged one.
-        options = defaults(_switch.ARGUMENT_SPEC, image=params["image"], transport="registry",
-                           download_only=params["lock_finalization"], auth_file=params["auth_file"],
-                           enforce_container_sigpolicy=params["transport"] == "signed")
-        result = _switch.switch(host, options, check_mode)
-        return _staged(result, result.get("staged"))
+        return defaults(_switch.ARGUMENT_SPEC, image=params["image"], transport="registry",
+                        download_only=params["lock_finalization"], auth_file=params["auth_file"],
+                        enforce_container_sigpolicy=params["transport"] == "signed")
+
+    def stage_here(self, host, options, check_mode):
+        return _switch.switch(host, options, check_mode)
+
+    def waiting(self, result):
+        return result.get("staged")
 
     def finalize_argv(self, staged_checksum):
         # bootc applies the download-only deployment it staged; it takes no checksum.

@@ -33,7 +33,12 @@ import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import RUN_AUTH_FILE
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import default_cause, find_executable, run_command
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    checked,
+    default_cause,
+    find_executable,
+    run_command,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
@@ -537,10 +542,8 @@ class BootcClient:
             attempt += 1
             self._sleep(self.retry_delay)
 
-    def switch(self, image, transport, download_only=True, retain=False, enforce_sigpolicy=False):
-        """``bootc switch`` to ``image`` over ``transport``; never ``--apply`` (never reboots)."""
-        action = "switch to %s image '%s'" % (transport, _image_ref.shown(image))
-        self.wait_idle(action)
+    def switch_argv(self, image, transport, download_only=True, retain=False, enforce_sigpolicy=False):
+        """The argv of ``bootc switch`` to ``image`` over ``transport``; never ``--apply`` (never reboots)."""
         args = ["switch", "--quiet", "--transport", transport]
         if download_only:
             args.append("--download-only")
@@ -548,13 +551,30 @@ class BootcClient:
             args.append("--retain")
         if enforce_sigpolicy:
             args.append("--enforce-container-sigpolicy")
-        args += ["--", image]
-        rc, out, err = self.run(args, action, ok_rcs=range(256))
+        return [self.binary] + args + ["--", image]
+
+    def switch(self, image, transport, download_only=True, retain=False, enforce_sigpolicy=False):
+        """``bootc switch`` to ``image`` over ``transport`` once the sysroot lock is free (:meth:`wait_idle`)."""
+        action = switch_action(image, transport)
+        self.wait_idle(action)
+        argv = self.switch_argv(image, transport, download_only, retain, enforce_sigpolicy)
+        rc, out, err = self.run(argv[1:], action, ok_rcs=range(256))
+        self.switch_finished(argv, action, rc, out, err, download_only)
+
+    def switch_finished(self, argv, action, rc, out, err, download_only, describe=default_cause):
+        """Raise what a failed switch (``argv``, exit status ``rc``) means; -> None when it succeeded. ``describe``
+        picks the cause from the output (a detached job's stdout and stderr are one: ``_commands.last_cause``)."""
+        checked(self.host, argv, action, rc, out, err, ok_rcs=range(256))
         if rc == 0:
             return
-        details = dict(cmd=[self.binary] + args, rc=rc, stdout=out, stderr=err)
+        details = dict(cmd=argv, rc=rc, stdout=out, stderr=err)
         if download_only and _unknown_flag(err, "--download-only"):
             raise CommandError("Failed to %s: this bootc has no 'switch --download-only' (added by bootc-dev/bootc "
                                "pull request 2342), set download_only: false to stage a deployment that an "
                                "ordinary reboot applies." % action, **details)
-        raise CommandError("Failed to %s: %s." % (action, default_cause(out, err, rc).rstrip(".")), **details)
+        raise CommandError("Failed to %s: %s." % (action, describe(out, err, rc).rstrip(".")), **details)
+
+
+def switch_action(image, transport):
+    """What a switch does, for its messages."""
+    return "switch to %s image '%s'" % (transport, _image_ref.shown(image))

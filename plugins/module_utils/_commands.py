@@ -69,6 +69,20 @@ def default_cause(stdout, stderr, rc):
     return first_line(stderr) or first_line(stdout) or "exit status %d" % rc
 
 
+def _is_error_line(line):
+    return bool(re.match(r"(?i)error\b", line) or re.search(r"\blevel=(error|fatal)\b", line))
+
+
+def last_cause(stdout, stderr, rc):
+    """The cause a command gives in its combined output (a job's, where stdout and stderr are one): its last
+    line that says error (``error: ...``, a logrus ``level=fatal``), else its last line, without decoration;
+    else the exit status. The last, not the first: progress lines come before the error."""
+    lines = [line.strip() for line in (to_text(stdout) + "\n" + to_text(stderr)).splitlines() if line.strip()]
+    errors = [line for line in lines if _is_error_line(line)]
+    line = (errors or lines or [""])[-1]
+    return strip_decoration(line) if line else "exit status %d" % rc
+
+
 def run_command(host, argv, action, ok_rcs=(0,), binary=False, data=None, error=CommandError, describe=None):
     """Run ``argv`` on ``host`` (a ``_host.Host``, or the AnsibleModule of a module on the host);
     -> ``(rc, stdout, stderr)``.
@@ -81,7 +95,12 @@ def run_command(host, argv, action, ok_rcs=(0,), binary=False, data=None, error=
     argv = list(argv)
     host = as_host(host)
     rc, out, err = host.run(argv, data=data, binary=binary)
-    err = to_text(err)
+    return checked(host, argv, action, rc, out, to_text(err), ok_rcs=ok_rcs, error=error, describe=describe)
+
+
+def checked(host, argv, action, rc, out, err, ok_rcs=(0,), error=CommandError, describe=None):
+    """What :func:`run_command` makes of ``argv``'s exit status ``rc`` and output once it has run on ``host``
+    (also detached, as a job: ``_job``); -> ``(rc, out, err)``, or the error it raises."""
     if rc == NOT_FOUND and host.finds_on_run and "/" not in argv[0]:
         raise CommandError("Failed to %s: the host has no '%s' command in its PATH (exit status %d): install it or "
                            "give the path of the executable." % (action, shown(argv[0], 80), rc),

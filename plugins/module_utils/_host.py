@@ -147,6 +147,9 @@ regular "$1" || exit 3
 rm -f -- "$1"
 """
 
+# What PLACE_SCRIPT's third argument is: the name beside the target where what was there is kept meanwhile.
+KEEP_SUFFIX = ".fleetos-kept"
+
 # $1 the file PLACE_SCRIPT put in place, $2 where it kept what was there: put that back, or remove $1.
 RESTORE_SCRIPT = r"""
 if [ -e "$2" ]; then mv -f -- "$2" "$1"; else rm -f -- "$1"; fi
@@ -203,7 +206,7 @@ class Host:
         """Put a copy of the host's file ``source`` at ``target`` (0600) for the duration of the block: what was
         at ``target`` is put back, or the copy removed, on every path. Nothing is done when they are one file.
         HostFileError when ``target`` is not a regular file or the copy failed."""
-        keep = target + ".fleetos-kept"
+        keep = target + KEEP_SUFFIX
         if self._script(PLACE_SCRIPT, [source, target, keep], target, codes=(0, 6))[0] == 6:
             yield
             return

@@ -14,8 +14,6 @@ host needs no Python.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     OSTREE_AUTH_FILES,
@@ -29,8 +27,9 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     ImageError,
     InvalidInputError,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
+from ansible_collections.fleetos.layering.plugins.module_utils._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
+    BUSY_MARKER,
     RPM_OSTREE_ARGS,
     RpmOstreeClient,
     has_digest,
@@ -145,18 +144,68 @@ def reached(deployment, ref, resolver):
     return reported == resolver.platform_digest(ref)
 
 
-def rebase(host, params, check_mode):
-    """The result of an rpm_ostree_rebase task with ``params`` on ``host``; FleetosError for a failure."""
+def check_input(host, params):
+    """Refuse bad input that the argument spec cannot express, before anything runs but a ``test`` of auth_file."""
     for name in ("retries", "retry_delay"):
         if params[name] < 0:
             raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
     if params["auth_file"] and not host.test("-f", params["auth_file"]):
         raise InvalidInputError("auth_file '%s' does not exist or is not a regular file."
                                 % _image_ref.shown(params["auth_file"], 80))
-    client = RpmOstreeClient(host, executable=params["executable"], retries=params["retries"],
-                             retry_delay=params["retry_delay"])
-    resolver = Resolver(host, params)
-    ref = target_reference(params, resolver)
+
+
+class Rebase(LongCommand):
+    """The rebase to the target that :func:`prepare` left to do (or a job runs: :meth:`resume`)."""
+
+    TOOL = "rpm-ostree"
+    BUSY = BUSY_MARKER
+
+    def __init__(self, host, params, before, client, resolver, ref):
+        reference = ref.format()
+        super().__init__(host, params, {"changed": False, "reference": reference, "digest": ref.digest},
+                         reference, before, RUN_AUTH_FILE)
+        self.client = client
+        self.resolver = resolver
+        self.ref = ref
+
+    @classmethod
+    def target_of(cls, host, params):
+        """-> (client, resolver, the pinned target ImageRef)."""
+        client = RpmOstreeClient(host, executable=params["executable"], retries=params["retries"],
+                                 retry_delay=params["retry_delay"])
+        resolver = Resolver(host, params)
+        return client, resolver, target_reference(params, resolver)
+
+    @property
+    def argv(self):
+        return self.client.rebase_argv(self.target, lock_finalization=self.params["lock_finalization"])
+
+    def command(self):
+        return self.client.rebase(self.target, lock_finalization=self.params["lock_finalization"])
+
+    def finished(self, rc, output, attempts):
+        return self.client.rebase_finished(self.argv, self.target, rc, output, attempts)
+
+    def conclude(self, changed):
+        status = self.client.status()
+        current = next_boot(status)
+        after = summarize(current)
+        if not reached(current, self.ref, self.resolver):
+            raise CommandError(
+                "Failed to rebase to '%s': rpm-ostree finished, but the next boot is at %s." % (
+                    self.target, after["digest"] or after["checksum"]),
+                before=self.before, after=after)
+        return dict(self.result, changed=changed, before=self.before, after=after,
+                    reboot_required=status["reboot_required"],
+                    diff={"before": diff_text(self.before), "after": diff_text(after)})
+
+
+def prepare(host, params, check_mode):
+    """Everything an rpm_ostree_rebase task does before the rebase; -> ``(result, rebase)``: the task's result
+    and None when nothing is left to do (the host has the target, state booted, check mode), else the result
+    so far and the :class:`Rebase` left to do. FleetosError for a failure."""
+    check_input(host, params)
+    client, resolver, ref = Rebase.target_of(host, params)
     reference, digest = ref.format(), ref.digest
     status = client.status()
     result = {"changed": False, "reference": reference, "digest": digest}
@@ -171,14 +220,14 @@ def rebase(host, params, check_mode):
                 before=before, reboot_required=status["reboot_required"])
         result.update(before=before, after=before, reboot_required=status["reboot_required"],
                       diff={"before": diff_text(before), "after": diff_text(before)})
-        return result
+        return result, None
 
     current = next_boot(status)
     before = summarize(current)
     if reached(current, ref, resolver):
         result.update(before=before, after=before, reboot_required=status["reboot_required"],
                       diff={"before": diff_text(before), "after": diff_text(before)})
-        return result
+        return result, None
 
     if check_mode:
         after = {"reference": reference, "digest": digest, "checksum": None}
@@ -186,23 +235,11 @@ def rebase(host, params, check_mode):
         result.update(changed=True, before=before, after=after,
                       reboot_required=not reached(status["booted"], ref, resolver),
                       diff={"before": diff_text(before), "after": diff_text(after)})
-        return result
+        return result, None
+    step = Rebase(host, params, before, client, resolver, ref)
+    return step.result, step
 
-    try:
-        with host.placed_file(params["auth_file"], RUN_AUTH_FILE) if params["auth_file"] else nullcontext():
-            rpm_changed = client.rebase(reference, lock_finalization=params["lock_finalization"])
-    except HostFileError as exc:
-        raise CommandError("Failed to put auth_file '%s' where rpm-ostree reads it: %s." % (
-            _image_ref.shown(params["auth_file"], 80), str(exc).rstrip(".")), before=before) from None
-    status = client.status()
-    current = next_boot(status)
-    after = summarize(current)
-    if not reached(current, ref, resolver):
-        raise CommandError(
-            "Failed to rebase to '%s': rpm-ostree finished, but the next boot is at %s." % (
-                reference, after["digest"] or after["checksum"]),
-            before=before, after=after)
-    result.update(changed=rpm_changed, before=before, after=after,
-                  reboot_required=status["reboot_required"],
-                  diff={"before": diff_text(before), "after": diff_text(after)})
-    return result
+
+def rebase(host, params, check_mode):
+    """The result of an rpm_ostree_rebase task with ``params`` on ``host``; FleetosError for a failure."""
+    return run_here(*prepare(host, params, check_mode))

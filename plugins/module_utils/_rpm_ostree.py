@@ -14,10 +14,11 @@ import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    checked,
     default_cause,
     find_executable,
     first_line,
-    run_command,
+    last_cause,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
@@ -214,10 +215,15 @@ class RpmOstreeClient:
 
         ``action`` names what failed in the error message (default ``run rpm-ostree SUB``).
         """
-        action = action or "run rpm-ostree %s" % args[0]
         argv = [self.binary] + list(args)
+        rc, out, err = self.host.run(argv)
+        return self.check_result(argv, rc, out, err, ok_rcs, action or "run rpm-ostree %s" % args[0])
+
+    def check_result(self, argv, rc, out, err, ok_rcs, action, describe=None):
+        """What :meth:`run` makes of ``argv``'s exit status and output once it has run (here, or detached as a
+        job): -> (rc, stdout, stderr); TransactionBusyError when another transaction held rpm-ostree."""
         try:
-            return run_command(self.host, argv, action, ok_rcs=ok_rcs)
+            return checked(self.host, argv, action, rc, out, err, ok_rcs=ok_rcs, describe=describe)
         except CommandError as exc:
             details = exc.details
             if not _is_busy(details["stdout"], details["stderr"]):
@@ -235,10 +241,7 @@ class RpmOstreeClient:
                 return self.run(args, ok_rcs, action)
             except TransactionBusyError as exc:
                 if attempt >= self.retries:
-                    msg = "Failed to %s: another transaction was still in progress after %d %s (%s)." % (
-                        action, attempt + 1, "attempt" if attempt == 0 else "attempts",
-                        first_line(exc.details.get("stderr")) or BUSY_MARKER)
-                    raise TransactionBusyError(msg, **exc.details) from None
+                    raise _still_busy(action, attempt + 1, exc) from None
                 attempt += 1
                 self._sleep(self.retry_delay)
 
@@ -253,11 +256,40 @@ class RpmOstreeClient:
         self.raw_status = doc
         return parse_status(doc)
 
-    def rebase(self, reference, lock_finalization=False):
-        """Stage a rebase to ``reference``; -> True when rpm-ostree changed something."""
+    def rebase_argv(self, reference, lock_finalization=False):
+        """The argv of a rebase to ``reference`` that stages it (``--unchanged-exit-77``: exit 77 when it is the
+        next deployment already), with ``--lock-finalization`` for an activation to finalize."""
         args = ["rebase", "--unchanged-exit-77"]
         if lock_finalization:
             args.append("--lock-finalization")
-        args += ["--", reference]
-        rc, _out, _err = self.run_mutating(args, ok_rcs=(0, EXIT_UNCHANGED), action="rebase to '%s'" % reference)
+        return [self.binary] + args + ["--", reference]
+
+    def rebase(self, reference, lock_finalization=False):
+        """Stage a rebase to ``reference``; -> True when rpm-ostree changed something."""
+        argv = self.rebase_argv(reference, lock_finalization)
+        rc, _out, _err = self.run_mutating(argv[1:], ok_rcs=(0, EXIT_UNCHANGED), action=_rebase_action(reference))
         return rc != EXIT_UNCHANGED
+
+    def rebase_finished(self, argv, reference, rc, output, attempts):
+        """What :meth:`rebase` returns, or raises, for the rebase ``argv`` that ran detached (``_job``): its exit
+        status ``rc``, its ``output`` (stdout and stderr as one, the error's ``stderr``), after ``attempts`` runs
+        (the job retried it while a transaction was in progress). The cause of a failure is the output's last
+        error line: progress lines come first there."""
+        action = _rebase_action(reference)
+        try:
+            self.check_result(argv, rc, "", output, (0, EXIT_UNCHANGED), action, describe=last_cause)
+        except TransactionBusyError as exc:
+            raise _still_busy(action, attempts, exc) from None
+        return rc != EXIT_UNCHANGED
+
+
+def _rebase_action(reference):
+    return "rebase to '%s'" % reference
+
+
+def _still_busy(action, attempts, exc):
+    """The error of a mutating command still refused after ``attempts`` runs because another transaction was in
+    progress (``exc`` the last refusal)."""
+    return TransactionBusyError("Failed to %s: another transaction was still in progress after %d %s (%s)." % (
+        action, attempts, "attempt" if attempts == 1 else "attempts",
+        first_line(exc.details.get("stderr")) or BUSY_MARKER), **exc.details)

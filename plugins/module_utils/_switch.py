@@ -15,14 +15,12 @@ plugin's connection, so the host needs no Python.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostree_auth_file
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
 
@@ -79,12 +77,78 @@ def _unchanged(result, status, current):
     return result
 
 
-def switch(host, params, check_mode):
-    """The result of a bootc_switch task with ``params`` on ``host``; FleetosError for a failure."""
+class Switch(LongCommand):
+    """The switch to the target that :func:`prepare` left to do (or a job runs: :meth:`resume`).
+
+    bootc waits for the ostree sysroot lock without end; the client checks it first and gives up after
+    ``retries`` tries. A job checks it before it starts (:meth:`launching`); a lock taken after that makes bootc
+    wait on the host, as far as the finishing task's timeout."""
+
+    TOOL = "bootc"
+
+    def __init__(self, host, params, before, client, image, digest):
+        transport = params["transport"]
+        super().__init__(host, params, {"changed": False, "image": image, "transport": transport, "digest": digest},
+                         image, before, _bootc.AUTH_FILES[0])
+        self.client = client
+        self.transport = transport
+        self.digest = digest
+
+    @classmethod
+    def target_of(cls, host, params):
+        """-> (client, the image text bootc gets, its digest)."""
+        client = _bootc.BootcClient(host, executable=params["executable"], retries=params["retries"],
+                                    retry_delay=params["retry_delay"])
+        image, digest = _bootc.target_image(params, tag_resolver(host, params), host)
+        return client, image, digest
+
+    def _options(self):
+        params = self.params
+        return dict(download_only=params["download_only"], retain=params["retain"],
+                    enforce_sigpolicy=params["enforce_container_sigpolicy"])
+
+    @property
+    def argv(self):
+        return self.client.switch_argv(self.target, self.transport, **self._options())
+
+    def launching(self):
+        self.client.wait_idle(_bootc.switch_action(self.target, self.transport))
+
+    def command(self):
+        self.client.switch(self.target, self.transport, **self._options())
+        return True
+
+    def finished(self, rc, output, attempts):
+        self.client.switch_finished(self.argv, _bootc.switch_action(self.target, self.transport), rc, "", output,
+                                    self.params["download_only"], describe=last_cause)
+        return True
+
+    def conclude(self, changed):
+        status = self.client.status()
+        staged = status["staged"]
+        after = _bootc.summarize(staged)
+        before, transport, image = self.before, self.transport, self.target
+        if not _bootc.has_digest(staged, self.digest):
+            raise CommandError("Failed to switch to %s image '%s': bootc finished, but the staged deployment is at "
+                               "%s." % (transport, shown(image), after["digest"] or "nothing"),
+                               before=before, after=after)
+        # Only an image that is its ostree base alone names the commit the host imports; a derived
+        # image (layers after ostree.final-diffid) becomes a merge commit of the host's own.
+        commit = imported_commit(self.params["labels"] or {})
+        if commit and after["checksum"] != commit:
+            raise ImageError("Failed to switch to %s image '%s': the staged commit %s is not the commit %s its labels "
+                             "name." % (transport, shown(image), after["checksum"], commit), before=before, after=after)
+        return dict(self.result, changed=changed, before=before, after=after, staged=True,
+                    reboot_required=status["reboot_required"],
+                    diff={"before": diff_text(before), "after": diff_text(after)})
+
+
+def prepare(host, params, check_mode):
+    """Everything a bootc_switch task does before the switch; -> ``(result, switch)``: the task's result and
+    None when nothing is left to do (the next deployment has the target, check mode), else the result so far
+    and the :class:`Switch` left to do. FleetosError for a failure."""
     check_input(host, params)
-    client = _bootc.BootcClient(host, executable=params["executable"], retries=params["retries"],
-                                retry_delay=params["retry_delay"])
-    image, digest = _bootc.target_image(params, tag_resolver(host, params), host)
+    client, image, digest = Switch.target_of(host, params)
     transport = params["transport"]
     status = client.status()
     if not status["is_bootc"]:
@@ -93,7 +157,7 @@ def switch(host, params, check_mode):
     result = {"changed": False, "image": image, "transport": transport, "digest": digest}
     current = _bootc.next_boot(status)
     if _bootc.has_digest(current, digest):
-        return _unchanged(result, status, current)
+        return _unchanged(result, status, current), None
     before = _bootc.summarize(current)
 
     if check_mode:
@@ -103,27 +167,11 @@ def switch(host, params, check_mode):
         result.update(changed=True, before=before, after=after, staged=True,
                       reboot_required=not params["download_only"],
                       diff={"before": diff_text(before), "after": diff_text(after)})
-        return result
+        return result, None
+    step = Switch(host, params, before, client, image, digest)
+    return step.result, step
 
-    try:
-        with host.placed_file(params["auth_file"], _bootc.AUTH_FILES[0]) if params["auth_file"] else nullcontext():
-            client.switch(image, transport, download_only=params["download_only"], retain=params["retain"],
-                          enforce_sigpolicy=params["enforce_container_sigpolicy"])
-    except HostFileError as exc:
-        raise CommandError("Failed to put auth_file '%s' where bootc reads it: %s." % (
-            shown(params["auth_file"], 80), str(exc).rstrip(".")), before=before) from None
-    status = client.status()
-    staged = status["staged"]
-    after = _bootc.summarize(staged)
-    if not _bootc.has_digest(staged, digest):
-        raise CommandError("Failed to switch to %s image '%s': bootc finished, but the staged deployment is at %s." % (
-            transport, shown(image), after["digest"] or "nothing"), before=before, after=after)
-    # Only an image that is its ostree base alone names the commit the host imports; a derived
-    # image (layers after ostree.final-diffid) becomes a merge commit of the host's own.
-    commit = imported_commit(params["labels"] or {})
-    if commit and after["checksum"] != commit:
-        raise ImageError("Failed to switch to %s image '%s': the staged commit %s is not the commit %s its labels "
-                         "name." % (transport, shown(image), after["checksum"], commit), before=before, after=after)
-    result.update(changed=True, before=before, after=after, staged=True, reboot_required=status["reboot_required"],
-                  diff={"before": diff_text(before), "after": diff_text(after)})
-    return result
+
+def switch(host, params, check_mode):
+    """The result of a bootc_switch task with ``params`` on ``host``; FleetosError for a failure."""
+    return run_here(*prepare(host, params, check_mode))

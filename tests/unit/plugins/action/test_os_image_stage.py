@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
@@ -80,3 +82,183 @@ def test_bootc_refuses_an_ostree_remote_before_anything_runs(stages):
 def test_bad_options_are_refused(stages, args, message):
     result = run_action(os_image_stage, args, failed=True)
     assert message in result["msg"] and stages == {"rpm-ostree": [], "bootc": []}
+
+
+# ---------------------------------------------------------------- phase start and finish
+# The backends' own code runs on a faked connection (utils.fake_host): the exact argv of every command the host
+# runs, the status and the job's reads answered by the test.
+
+from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_bootc_switch as bootc  # noqa: E402
+from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_rpm_ostree_rebase as rpm  # noqa: E402
+from ansible_collections.fleetos.layering.plugins.module_utils import _bootc, _job  # noqa: E402
+
+JOB = "/run/fleetos/stage.Xy3kQ9aB2c"
+RM_ARGV = ["rm", "-rf", "--", JOB]
+POLL_ARGV = ["sh", "-c", _job.POLL_SCRIPT, "sh", JOB]
+RUNNING = (5, "", "")
+DONE = (0, "", "")
+
+
+@pytest.fixture
+def host(monkeypatch, tmp_path):
+    state = fake_host(monkeypatch)
+    monkeypatch.setattr(_rebase, "RUN_AUTH_FILE", "/run/ostree/auth.json")
+    monkeypatch.setattr(_rebase, "OSTREE_AUTH_FILES", ("/run/ostree/auth.json", "/etc/ostree/auth.json"))
+    monkeypatch.setattr("time.sleep", lambda seconds: state.setdefault("sleeps", []).append(seconds))
+    state["given"] = tmp_path / "pull-secret.json"
+    state["given"].write_text("{}")
+    return state
+
+
+def _argvs(state):
+    return [call[0] for call in state["calls"]]
+
+
+def _launch_argv(command, auth_file="", auth_target="", busy="", retries="0", delay="5"):
+    keep = auth_target + ".fleetos-kept" if auth_target else ""
+    return (["sh", "-c", _job.LAUNCH_SCRIPT, "sh", _job.JOB_TEMPLATE, _job.SYSTEMD_DIR, _job.JOB_SCRIPT, auth_file,
+             auth_target, keep, busy, retries, delay] + command)
+
+
+def _ended(rc, record, output="", attempts=1):
+    return (0, "%d run %d\n%s\n%s" % (rc, attempts, json.dumps(record, sort_keys=True), output), "")
+
+
+RPM_IMAGE = rpm.IMAGE + "@" + rpm.NEW
+RPM_BEFORE = {"reference": rpm.ref(rpm.OLD), "digest": rpm.OLD, "checksum": "c0"}
+RPM_RECORD = {"target": rpm.ref(rpm.NEW), "before": RPM_BEFORE}
+RPM_STAGED = rpm.status(rpm.STAGED_NEW, rpm.BOOTED_OLD)
+BOOTC_IMAGE = bootc.IMAGE + "@" + bootc.NEW
+BOOTC_STAGED = bootc.status(bootc.BOOTED_OLD, staged=bootc.STAGED_NEW)
+BOOTC_RECORD = {"target": BOOTC_IMAGE, "before": bootc.summary(bootc.OLD, "c0")}
+
+
+def _all(state, backend, results, **args):
+    """What the stage in one task (phase all) returns on a host answering ``results``."""
+    state["calls"].clear()
+    state["results"] = list(results)
+    image = RPM_IMAGE if backend == "rpm-ostree" else BOOTC_IMAGE
+    return run_action(os_image_stage, dict(image=image, backend=backend, **args), failed=None)
+
+
+def test_start_runs_what_comes_before_the_rebase_and_starts_it_as_a_job(host):
+    host["results"] = [rpm.status(rpm.BOOTED_OLD), rpm.RESOLVED, (0, JOB + "\n", "")]
+    result = run_action(os_image_stage, dict(image=RPM_IMAGE, backend="rpm-ostree", phase="start",
+                                             auth_file=str(host["given"])))
+    command = ["rpm-ostree", "rebase", "--unchanged-exit-77", "--lock-finalization", "--", rpm.ref(rpm.NEW)]
+    launch = _launch_argv(command, str(host["given"]), "/run/ostree/auth.json", "Transaction in progress", "3")
+    assert _argvs(host) == [rpm.STATUS_ARGV, rpm.raw_argv(RPM_IMAGE, "--authfile", str(host["given"])), launch]
+    # The job's record on stdin: the target and the deployment before, no secret.
+    assert json.loads(host["calls"][2][1]["data"]) == RPM_RECORD
+    # Nothing is staged yet: rpm-ostree runs on the host.
+    assert {key: result[key] for key in ("changed", "job", "started", "staged", "staged_checksum", "before",
+                                         "reference", "digest", "backend")} == {
+        "changed": True, "job": JOB, "started": True, "staged": False, "staged_checksum": None, "before": RPM_BEFORE,
+        "reference": rpm.ref(rpm.NEW), "digest": rpm.NEW, "backend": "rpm-ostree"}
+    assert "after" not in result and "reboot_required" not in result
+
+
+def test_a_bootc_start_checks_the_sysroot_lock_then_starts_the_switch(host):
+    lock_probe = ["sh", "-c", _bootc.LOCK_SCRIPT, "sh", _bootc.SYSROOT_LOCK]
+    host["results"] = [bootc.status(bootc.BOOTED_OLD), (4, "", ""), (0, JOB + "\n", "")]
+    result = run_action(os_image_stage, dict(image=BOOTC_IMAGE, backend="bootc", phase="start", transport="signed"))
+    command = ["bootc", "switch", "--quiet", "--transport", "registry", "--download-only",
+               "--enforce-container-sigpolicy", "--", BOOTC_IMAGE]
+    assert _argvs(host) == [bootc.STATUS_ARGV, lock_probe, _launch_argv(command)]
+    assert json.loads(host["calls"][2][1]["data"]) == BOOTC_RECORD
+    assert (result["job"], result["started"], result["staged"], result["staged_checksum"], result["image"]) == (
+        JOB, True, False, None, BOOTC_IMAGE)
+
+
+@pytest.mark.parametrize("backend,results", [
+    ("rpm-ostree", [RPM_STAGED]),
+    ("bootc", [BOOTC_STAGED]),
+])
+@pytest.mark.parametrize("phase", ["start", "finish"])
+def test_a_host_with_the_image_starts_nothing(host, backend, results, phase):
+    expected = _all(host, backend, results)
+    calls = _argvs(host)
+    started = _all(host, backend, results, phase=phase)
+    assert _argvs(host) == calls == [rpm.STATUS_ARGV if backend == "rpm-ostree" else bootc.STATUS_ARGV]
+    extra = {"job": None, "started": False} if phase == "start" else {}
+    assert started == dict(expected, **extra) and started["changed"] is False and started["staged"] is True
+
+
+def test_check_mode_starts_nothing(host):
+    host["results"] = [rpm.status(rpm.BOOTED_OLD), rpm.RESOLVED]
+    result = run_action(os_image_stage, dict(image=RPM_IMAGE, backend="rpm-ostree", phase="start"), check_mode=True)
+    assert _argvs(host) == [rpm.STATUS_ARGV, rpm.RAW_ARGV]
+    assert (result["changed"], result["job"], result["started"]) == (True, None, False)
+    assert result["staged_checksum"] is None
+
+
+@pytest.mark.parametrize("backend,before,record,ended,after", [
+    ("rpm-ostree", [rpm.status(rpm.BOOTED_OLD), rpm.RESOLVED, DONE], RPM_RECORD,
+     "Staging deployment...done\n", RPM_STAGED),
+    ("bootc", [bootc.status(bootc.BOOTED_OLD), (4, "", ""), DONE], BOOTC_RECORD, "", BOOTC_STAGED),
+])
+def test_finish_waits_for_the_job_and_returns_what_the_stage_in_one_task_returns(
+        host, backend, before, record, ended, after):
+    expected = _all(host, backend, before + [after])
+    result = _all(host, backend, [RUNNING, RUNNING, _ended(0, record, ended), DONE, after], phase="finish", job=JOB,
+                  poll_interval=0.5)
+    status_argv = rpm.STATUS_ARGV if backend == "rpm-ostree" else bootc.STATUS_ARGV
+    # One read of the job a poll, the job removed once read, the status read once.
+    assert _argvs(host) == [POLL_ARGV] * 3 + [RM_ARGV, status_argv]
+    assert host["sleeps"] == [0.5, 0.5]
+    assert result == expected and result["changed"] is True and result["staged"] is True
+    assert result["staged_checksum"] == "c1"
+
+
+def test_finish_of_a_rebase_that_found_the_image_staged_is_no_change(host):
+    result = _all(host, "rpm-ostree", [_ended(77, RPM_RECORD, "No change.\n"), DONE, RPM_STAGED], phase="finish",
+                  job=JOB)
+    assert (result["changed"], result["staged"], result["staged_checksum"]) == (False, True, "c1")
+
+
+@pytest.mark.parametrize("backend,before,record,command,output,message", [
+    ("rpm-ostree", [rpm.status(rpm.BOOTED_OLD), rpm.RESOLVED], RPM_RECORD,
+     ["rpm-ostree", "rebase", "--unchanged-exit-77", "--lock-finalization", "--", rpm.ref(rpm.NEW)],
+     "error: Importing: manifest unknown",
+     "Failed to rebase to '%s': Importing: manifest unknown." % rpm.ref(rpm.NEW)),
+    ("bootc", [bootc.status(bootc.BOOTED_OLD), (4, "", "")], BOOTC_RECORD,
+     ["bootc", "switch", "--quiet", "--transport", "registry", "--download-only", "--", BOOTC_IMAGE],
+     "error: Switching: Pulling: manifest unknown",
+     "Failed to switch to registry image '%s': Switching: Pulling: manifest unknown." % BOOTC_IMAGE),
+])
+def test_a_failed_job_fails_the_finish_as_the_failed_command_fails_the_stage(host, backend, before, record, command,
+                                                                             output, message):
+    expected = _all(host, backend, before + [(1, "", output + "\n")])
+    result = _all(host, backend, [_ended(1, record, "Pulling manifest...\n" + output + "\n"), DONE], phase="finish",
+                  job=JOB)
+    assert _argvs(host) == [POLL_ARGV, RM_ARGV]
+    assert result["failed"] is True and result["msg"] == expected["msg"] == message
+    assert (result["cmd"], result["rc"]) == (command, 1) and "Pulling manifest" in result["stderr"]
+
+
+def test_a_job_still_running_at_the_timeout_fails_the_finish_and_is_left(host):
+    result = _all(host, "rpm-ostree", [RUNNING, RUNNING], phase="finish", job=JOB, timeout=0)
+    assert _argvs(host) == [POLL_ARGV]
+    assert result["failed"] is True and result["job"] == JOB
+    assert result["msg"] == ("The stage job %s on the host did not end within the timeout of 0 seconds: it keeps "
+                             "running, and a later task with phase finish and this job collects it." % JOB)
+
+
+@pytest.mark.parametrize("job", [None, ""])
+def test_finish_without_a_job_is_the_stage_in_one_task(host, job):
+    results = [rpm.status(rpm.BOOTED_OLD), rpm.RESOLVED, DONE, RPM_STAGED]
+    expected = _all(host, "rpm-ostree", results)
+    calls = _argvs(host)
+    assert _all(host, "rpm-ostree", results, phase="finish", job=job) == expected and _argvs(host) == calls
+
+
+@pytest.mark.parametrize("args,message", [
+    (dict(phase="finish", job="/etc"), "job '/etc' is not a stage job: expected what a task with phase start "
+                                       "returned in job, /run/fleetos/stage.XXXXXXXXXX."),
+    (dict(phase="finish", job=JOB, timeout=-1), "timeout -1 is negative: expected 0 or more seconds."),
+    (dict(phase="start", poll_interval=0), "poll_interval 0.0 is not positive: expected a number of seconds above 0."),
+    (dict(phase="later"), "phase"),
+])
+def test_bad_job_options_are_refused_before_anything_runs(host, args, message):
+    result = _all(host, "rpm-ostree", [], **args)
+    assert result["failed"] is True and message in result["msg"] and _argvs(host) == []
