@@ -173,10 +173,11 @@ def park_reason(book, host, running):
     slot of its pool is taken and one of its holders is among ``running`` (the hosts still
     at work in the play): that holder frees a slot. Otherwise the host asks, and the answer
     (a slot, a refusal, or a wait up to the slot timeout) is the action's, as without parking.
-    Reads the book; changes nothing.
+    A host that goes first is never parked: the holder may be waiting for the FleetLock slot it
+    holds. Reads the book; changes nothing.
     """
     entry = book["hosts"].get(host)
-    if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"]:
+    if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"] or entry.get("first"):
         return None
     if len(failed_hosts(book)) + len(book.get("stage_failed") or []) >= book["max_failures"]:
         return None

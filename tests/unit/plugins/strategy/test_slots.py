@@ -164,3 +164,34 @@ def test_every_parked_host_goes_when_nothing_ran_for_a_while(tmp_path, monkeypat
     assert module.queued == []
     module._let_go()
     assert module.queued == ["n2"]
+
+
+def test_a_host_that_goes_first_always_asks(tmp_path, monkeypatch):
+    """n2 goes first (a killed run rebooted it, and it may hold the FleetLock slot n3 waits for): it asks although
+    n3 was let go for the pool's free slot, and although the pool is full."""
+    patch_queue(monkeypatch)
+    book = _slots.new_book([{"host": "n1", "pool": "b"}, {"host": "n2", "pool": "a", "first": True},
+                            {"host": "n3", "pool": "a"}], {"a": 1, "b": 1}, 2, now=0)
+    path = write(tmp_path, book)
+    module = strategy(path)
+    acquire = Task("fleetos.layering.os_activate_slot", "acquire")
+    queue(module, "n3", acquire, path)
+    queue(module, "n2", acquire, path)
+    assert module.queued == ["n3", "n2"]
+    # n2 never asks here: n3 waits SETTLE seconds for it, then takes the slot.
+    assert _slots.try_acquire(book, "n3", 1)[0] == "wait"
+    assert _slots.try_acquire(book, "n3", 1 + _slots.SETTLE)[0] == "granted"
+    os.utime(write(tmp_path, book), ns=(1, 10 ** 18))
+    assert _slots.park_reason(book, "n2", {"n2", "n3"}) is None
+
+
+def test_a_later_host_waits_while_the_free_slot_is_spoken_for(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book = _slots.new_book([{"host": h, "pool": "a"} for h in ("n1", "n2", "n3")], {"a": 1}, 2, now=0)
+    path = write(tmp_path, book)
+    module = strategy(path)
+    acquire = Task("fleetos.layering.os_activate_slot", "acquire")
+    # n2 is let go for the free slot; n3 comes after it and waits; n1 comes before it and asks too.
+    for name in ("n2", "n3", "n1"):
+        queue(module, name, acquire, path)
+    assert module.queued == ["n2", "n1"] and [item[2].get_name() for item in module._parked] == ["n3"]
