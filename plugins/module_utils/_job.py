@@ -119,17 +119,20 @@ fi
 printf '%s\n' "$job"
 """
 
-# $1 the job's directory. Exit 4: there is no such job; 5: it is still running; else its rc line, its record
-# and the end of its output.
+# $1 the job's directory. Exit 4: there is no such job; 5: it is still running; else the host's time and the
+# time its rc was written (seconds since the epoch; empty where date cannot tell), its rc line, its record and
+# the end of its output.
 POLL_SCRIPT = r"""
 [ -d "$1" ] || exit 4
 [ -f "$1/rc" ] || exit 5
+printf '%%s %%s\n' "$(date +%%s.%%N 2>/dev/null)" "$(date -r "$1/rc" +%%s.%%N 2>/dev/null)"
 cat -- "$1/rc" "$1/job.json" && exec tail -c %d -- "$1/output"
 """ % OUTPUT_LIMIT
 
 # What a job left: its exit status, the step that gave it (place: putting the auth file in place; run: the
-# command), how many times the command ran, its output (stdout and stderr as one) and its record.
-Ended = collections.namedtuple("Ended", "rc step attempts output record")
+# command), how many times the command ran, its output (stdout and stderr as one), its record, and how many
+# seconds before the read it ended (by the host's clock; None when the host cannot tell).
+Ended = collections.namedtuple("Ended", "rc step attempts output record ago")
 
 
 class LongCommand:
@@ -269,7 +272,7 @@ def finish(host, job, resume, timeout, poll_interval, sleep=None, clock=None):
                                 "started with." % (job, shown(str(ended.record.get("target")), 300),
                                                    shown(step.target, 300)))
     remove(host, job)
-    return step.conclude(step.collected(ended))
+    return dict(step.conclude(step.collected(ended)), ended_ago=ended.ago)
 
 
 def check_job(job):
@@ -306,18 +309,27 @@ def wait(host, job, timeout, poll_interval, sleep, clock):
         sleep(min(poll_interval, left))
 
 
-def _ended(job, text):
-    """:data:`Ended` from what POLL_SCRIPT printed: the rc line, the record, the output."""
-    lines = text.split("\n", 2)
+def _ago(line):
+    """Seconds between the two times of POLL_SCRIPT's first line (the host's now, the end), or None."""
     try:
-        rc, step, attempts = lines[0].split()
-        record = json.loads(lines[1])
+        now, end = (float(word) for word in line.split())
+    except ValueError:
+        return None
+    return round(max(now - end, 0.0), 3)
+
+
+def _ended(job, text):
+    """:data:`Ended` from what POLL_SCRIPT printed: the times, the rc line, the record, the output."""
+    lines = text.split("\n", 3)
+    try:
+        rc, step, attempts = lines[1].split()
+        record = json.loads(lines[2])
         if not isinstance(record, dict):
             raise ValueError(record)
-        return Ended(int(rc), step, int(attempts), lines[2] if len(lines) > 2 else "", record)
+        return Ended(int(rc), step, int(attempts), lines[3] if len(lines) > 3 else "", record, _ago(lines[0]))
     except (IndexError, ValueError):
         raise CommandError("Failed to read the stage job %s: its rc or record is not what the job writes (%s)."
-                           % (job, shown(lines[0], 60)), job=job) from None
+                           % (job, shown(lines[1] if len(lines) > 1 else text, 60)), job=job) from None
 
 
 def remove(host, job):

@@ -197,4 +197,11 @@ started:
   returned: when O(phase=start)
   type: bool
   sample: true
+ended_ago:
+  description:
+    - O(phase=finish) with a job, how many seconds before it was read the job ended, by the host's clock (the
+      stage's end is then the controller's time minus this); null when the host cannot tell.
+  returned: when O(phase=finish) collected a job
+  type: float
+  sample: 2.5
 """

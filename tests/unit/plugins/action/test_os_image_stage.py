@@ -121,7 +121,8 @@ def _launch_argv(command, auth_file="", auth_target="", busy="", retries="0", de
 
 
 def _ended(rc, record, output="", attempts=1):
-    return (0, "%d run %d\n%s\n%s" % (rc, attempts, json.dumps(record, sort_keys=True), output), "")
+    # The host's time, then the time the job wrote its rc: it ended 2.5 s before the read.
+    return (0, "1000.5 998.0\n%d run %d\n%s\n%s" % (rc, attempts, json.dumps(record, sort_keys=True), output), "")
 
 
 RPM_IMAGE = rpm.IMAGE + "@" + rpm.NEW
@@ -206,6 +207,8 @@ def test_finish_waits_for_the_job_and_returns_what_the_stage_in_one_task_returns
     # One read of the job a poll, the job removed once read, the status read once.
     assert _argvs(host) == [POLL_ARGV] * 3 + [RM_ARGV, status_argv]
     assert host["sleeps"] == [0.5, 0.5]
+    # What the stage in one task returns, and when the job ended.
+    assert result.pop("ended_ago") == 2.5
     assert result == expected and result["changed"] is True and result["staged"] is True
     assert result["staged_checksum"] == "c1"
 
