@@ -140,9 +140,9 @@ def rollout_lease_refusals(results):
     return refusals(results)
 
 
-def rollout_lease_plan(plan, lease_result, refused=None):
+def rollout_lease_plan(plan, lease_result, refused=None, before="staging"):
     """Filter: the host's plan with its rollout lease folded in (see rollout_lease_plan.yml)."""
-    return lease_plan(plan, lease_result, refused)
+    return lease_plan(plan, lease_result, refused, before=before)
 
 
 class FilterModule:

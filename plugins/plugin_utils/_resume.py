@@ -129,11 +129,12 @@ def refusals(results):
     return refused
 
 
-def lease_plan(plan, lease_result, refused=None, now=None):
+def lease_plan(plan, lease_result, refused=None, now=None, before="staging"):
     """Fold the host's lease result into its ``plan``; -> a new plan.
 
     ``lease_result`` is the host's os_rollout_lease result (the takeover's when there
-    was one), ``refused`` the play's :func:`refusals`.
+    was one), ``refused`` the play's :func:`refusals`; ``before`` names what a refusal stops
+    the run before (``staging``, ``the rollback``).
     """
     plan = dict(plan) if isinstance(plan, dict) else {}
     result = lease_result if isinstance(lease_result, dict) else None
@@ -144,11 +145,11 @@ def lease_plan(plan, lease_result, refused=None, now=None):
     elif not result.get("acquired"):
         holder = _refused_by(result)
         if holder is not None and holder.get("released"):
-            reason = ("changed by %s after this rollout started: stopped before staging; run the rollout again"
-                      % _holder_sentence(holder))
+            reason = ("changed by %s after this rollout started: stopped before %s; run the rollout again"
+                      % (_holder_sentence(holder), before))
         elif holder is not None:
-            reason = ("leased by %s%s: stopped before staging; if that rollout is gone, rerun with %s=%s"
-                      % (_holder_sentence(holder), ", expired" if expired(holder, now) else "",
+            reason = ("leased by %s%s: stopped before %s; if that rollout is gone, rerun with %s=%s"
+                      % (_holder_sentence(holder), ", expired" if expired(holder, now) else "", before,
                          BREAK_VARIABLE, holder.get("rollout")))
         else:
             reason = "taking the rollout lease failed: %s" % one_line(result.get("msg"), "failed")
@@ -157,7 +158,7 @@ def lease_plan(plan, lease_result, refused=None, now=None):
         holders = "; ".join("%s on %s" % (who, ", ".join(hosts[:5]) + (" and %d more" % (len(hosts) - 5)
                                                                        if len(hosts) > 5 else ""))
                             for who, hosts in sorted(refused.items()))
-        return _error(plan, "stopped before staging: another rollout holds hosts of this one (%s)" % holders)
+        return _error(plan, "stopped before %s: another rollout holds hosts of this one (%s)" % (before, holders))
     previous = (result or {}).get("previous")
     if isinstance(previous, dict) and not previous.get("released") and previous.get("phase") in UNVERIFIED_PHASES:
         plan["resumed_from"] = previous.get("rollout")

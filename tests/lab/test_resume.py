@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import REPO, VENV_BIN, collections_path
-from test_rollout import ROLLOUT, _journal_intervals, _max_concurrent, fleet  # noqa: F401
+from test_rollout import ROLLBACK, ROLLOUT, _journal_intervals, _max_concurrent, fleet  # noqa: F401
 from test_rollout_failures import Pools, _pinned, _rows
 
 LEASE = "/var/lib/fleetos/rollout-lease.json"
@@ -344,4 +344,44 @@ def test_stop_after_the_verified_canary_then_rerun_continues(lab, fleet, tmp_pat
         assert (rows["node05"]["status"], rows["node06"]["status"]) == ("unchanged", "activated")
         assert rest.stats["fleetos_last_rollout"]["result"] == "success"
     finally:
+        _restore(f, fleet)
+
+
+def test_a_rollback_during_a_rollout_is_refused_before_it_changes_anything(lab, fleet, tmp_path):
+    """rollback.yml on the hosts a rollout is activating: refused by the rollout's leases (each host
+    named, an unreachable one too), nothing cancelled; the rollout then finishes, and both reports are
+    what the nodes show afterwards."""
+    f = _fleet(lab, tmp_path)
+    mark = len(lab.journal())
+    try:
+        for node in NODES:
+            lab.fleetlab("fault", node, "slow-boot", "15")
+        rollout = Controller(f, "rollout", "-e", "fleetos_rollout_image=%s" % _pinned(fleet))
+        _wait_for(lambda: _reboots(lab.journal()[mark:]), 300, "the rollout's first reboot")
+        back_dir = tmp_path / "rollback"
+        back = subprocess.run(
+            [str(VENV_BIN / "ansible-playbook"), "-i", str(f.inventory), str(ROLLBACK), "--forks", "20",
+             "-e", "fleetos_rollback_from=%s" % fleet["digest"], "-e", "fleetos_rollout_lease_wait=0",
+             "-e", "fleetos_report_dir=%s" % back_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=str(REPO), timeout=600)
+        assert rollout.wait() == 0, rollout.stdout[-4000:]
+        assert back.returncode != 0
+        refused = {row["host"]: row for row in json.loads((back_dir / "rollback-report.json").read_text())["hosts"]}
+        # Every host it was asked about is in its report, with the reason: leased by the rollout, or not
+        # answering while the rollout rebooted it.
+        assert sorted(refused) == NODES, refused
+        for node, row in refused.items():
+            assert row["status"] == "plan_failed" and row["reboot_start"] is None, row
+            assert ("rollout %s" % rollout.report["rollout"] in row["reason"]
+                    or row["reason"].startswith("taking the rollout lease failed: ")), row
+        assert any(row["reason"].startswith("leased by rollout %s" % rollout.report["rollout"]) for row in refused.values())
+        # The rollout was not disturbed: every host activated once, as the nodes show.
+        assert {row["host"]: row["status"] for row in rollout.report["hosts"]} == dict.fromkeys(NODES, "activated")
+        assert sorted(_reboots(lab.journal()[mark:])) == NODES
+        for node in NODES:
+            lab.wait_up(node, 180)
+            assert f.booted(node) == fleet["digest"] and not f.staged(node), node
+    finally:
+        for node in NODES:
+            lab.fleetlab("fault", node, "clear")
         _restore(f, fleet)
