@@ -152,15 +152,24 @@ def rollout_report_markdown(report):
             _short(row.get("old_digest")), _short(row.get("target_digest")),
             _fmt_ts(row.get("staged_at"), start), _fmt_ts(row.get("reboot_start"), start),
             _fmt_ts(row.get("reboot_end"), start), _fmt_ts(row.get("verified_at"), start),
-            "yes" if row.get("rolled_back") else "no", _cell(row.get("reason"))))
+            "yes" if row.get("rolled_back") else "no", _cell(_reason(row))))
     lines += ["", "Times are seconds after the start of the rollout. Timeline: rollout-timeline.svg.", ""]
     return "\n".join(lines)
+
+
+def _reason(row):
+    """A row's reason, and the deployment staged before the run that the rollout replaced or left."""
+    reason = row.get("reason") or ""
+    if row.get("staged_before"):
+        reason += "%s%s was staged before this run" % ("; " if reason else "", _short(row["staged_before"]))
+    return reason
 
 
 # Every final status a host can have, in report order.
 _STATUSES = ("activated", "unchanged", "staged", "failed", "plan_failed", "stage_failed", "not_activated", "skipped")
 # A host of the play that has no plan: it was unreachable, or its play stopped before the plan.
 NO_PLAN = "no plan: the host was unreachable, or its play stopped before the plan"
+UNREACHABLE_IN_STAGE = "unreachable during the stage (or its play stopped): not known to be staged, never rebooted"
 
 _COLORS = {"slot": "#dadce0", "stage": "#8ab4f8", "reboot": "#f28b82", "verify": "#81c995", "rollback": "#fbbc04"}
 
@@ -267,6 +276,9 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
             "reboot_start": None, "reboot_end": None, "verified": False, "verified_at": None,
             "rolled_back": False, "rollback_start": None, "rollback_end": None, "slot_held": False,
             "granted_at": None, "released_at": None,
+            # A deployment of another image that was staged before this run (an earlier run's, or a person's).
+            "staged_before": plan.get("staged_digest") if plan.get("staged_digest") not in (None, plan.get("digest"))
+            else None,
         }
         if stage:
             row.update(stage_start=_num(stage.get("stage_start")), staged_at=_num(stage.get("staged_at")),
@@ -280,6 +292,10 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         elif stage and stage.get("status") != "staged":
             row["status"] = "stage_failed"
             row["reason"] = "stage failed, never rebooted: %s" % stage.get("error")
+        elif action == "stage" and not stage:
+            # No stage result: the host dropped out of the play (unreachable) before its stage was known.
+            row["status"] = "stage_failed"
+            row["reason"] = UNREACHABLE_IN_STAGE
         elif act:
             row.update(reboot_start=_num(act.get("reboot_start")), reboot_end=_num(act.get("reboot_end")),
                        verified_at=_num(act.get("verified_at")), rolled_back=bool(act.get("rolled_back")),

@@ -99,6 +99,8 @@ def _fleet():
         # Staged earlier, in the activation list, but it went unreachable before recording anything.
         {"inventory_hostname": "n8", "__fleetos_rollout_plan": _plan("n8", "c", "activate"),
          "os_activate_result": {"status": "started", "holds_slot": True, "reboot_start": None}},
+        # To be staged, but unreachable before its stage was known; another image was staged before the run.
+        {"inventory_hostname": "n9", "__fleetos_rollout_plan": dict(_plan("n9", "c", "stage"), staged_digest=D_OLD)},
     ]
 
 
@@ -108,17 +110,21 @@ def test_rollout_report():
     report = rollout.rollout_report(_fleet(), summary, started_at=90, ended_at=140, started_at_text="t0")
     status = {r["host"]: r["status"] for r in report["hosts"]}
     assert status == {"n1": "activated", "n2": "failed", "n3": "failed", "n4": "not_activated",
-                      "n5": "stage_failed", "n6": "unchanged", "n7": "skipped", "n8": "failed"}
+                      "n5": "stage_failed", "n6": "unchanged", "n7": "skipped", "n8": "failed", "n9": "stage_failed"}
     rows = {r["host"]: r for r in report["hosts"]}
     assert rows["n2"]["rolled_back"] and rows["n2"]["booted_digest"] == D_OLD
     assert rows["n3"]["slot_held"] and rows["n8"]["slot_held"] and not rows["n2"]["slot_held"]
     assert "2 activation(s) failed" in rows["n4"]["reason"]
     assert "registry down" in rows["n5"]["reason"] and rows["n5"]["reboot_start"] is None
+    # Never said to be staged, nor "not activated": it dropped out in the stage.
+    assert rows["n9"]["reason"] == rollout.UNREACHABLE_IN_STAGE and rows["n9"]["staged_before"] == D_OLD
+    assert rows["n1"]["staged_before"] is None
+    assert "%s was staged before this run" % D_OLD[7:19] in rollout.rollout_report_markdown(report)
     assert rows["n1"]["verified"] and rows["n1"]["staged_at"] == 110.0 and rows["n1"]["ended_at"] == 127.0
     assert report["result"] == "failed"
     assert report["reboots"] == 4  # n1, n2, n3 activations and n2's rollback
     assert report["pools"]["b"]["counts"]["not_activated"] == 1
-    assert report["pools"]["b"]["counts"]["stage_failed"] == 1
+    assert report["pools"]["b"]["counts"]["stage_failed"] == 1 and report["pools"]["c"]["counts"]["stage_failed"] == 1
     assert report["pools"]["a"]["max_unavailable"] == 1
     assert report["counts"]["failed"] == 3
     json.dumps(report)
