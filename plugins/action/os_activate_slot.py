@@ -24,6 +24,7 @@ import time
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _deployments, _fleetlock, _lease, _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
@@ -39,6 +40,10 @@ STEP_ROLLBACK = "Make the previous deployment the default and reboot into it"
 STEP_ROLLBACK_VERIFY = "Verify the previous digest is booted"
 # The hooks, in the order they run: before the reboot, after the verified boot (health), after the health.
 HOOKS = ("pre", "health", "post")
+# Seconds between two lines of a host that waits for its FleetLock slot.
+SAY_EVERY = 30
+
+display = Display()
 
 OPS = ("open", "acquire", "continue", "fail", "drop", "canary", "close", "unlock")
 
@@ -290,7 +295,7 @@ class ActionModule(ActionBase):
             "hooks": args["hooks"] or _params.defaults(HOOKS_SPEC),
             "rollback": args["rollback"], "lease": args["lease"] or {}, "lease_release": args["lease_release"],
             "fleetlock": args["fleetlock"] or _params.defaults(FLEETLOCK_SPEC),
-            "controller": self._controller(),
+            "controller": self._controller(), "book": args["book"],
         }
         granted, reason = self._take_slot(args, config)
         if not granted:
@@ -360,7 +365,9 @@ class ActionModule(ActionBase):
     def _fleetlock_slot(self, config, host, controller):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
         fleetlock = config["fleetlock"]
-        deadline = self._clock() + fleetlock["timeout"]
+        began = self._clock()
+        deadline = began + fleetlock["timeout"]
+        said = began
         while True:
             gone = self._controller_gone(controller)
             if gone:
@@ -371,7 +378,18 @@ class ActionModule(ActionBase):
             if self._clock() + fleetlock["retry_delay"] > deadline:
                 return False, "FleetLock gave no slot within %s s (%s refused, last answer %s)" % (
                     fleetlock["timeout"], host, status)
+            if self._clock() - said >= SAY_EVERY:
+                # A wait is never silent: FleetLock does not name its holders, the book names this run's.
+                said = self._clock()
+                display.display("%s waits for a FleetLock slot of group %s: %d s so far, last answer %s; this run's"
+                                " hosts that hold one: %s" % (host, fleetlock["group"] or "default", said - began,
+                                                               status, self._locked_hosts(config) or "none"))
             self._sleep(fleetlock["retry_delay"])
+
+    def _locked_hosts(self, config):
+        """The hosts of this run's book that hold a FleetLock slot now, as text."""
+        with self._book(config["book"]) as book:
+            return ", ".join(h for h in book["order"] if book["hosts"][h].get("locked"))
 
     def _op_continue(self, args):
         """The hook the activation stopped before ran: take it on from there."""
@@ -504,9 +522,12 @@ class ActionModule(ActionBase):
                 self._sleep(config["fleetlock"]["retry_delay"])
         with self._book(path) as book:
             if unlock and not unlocked:
+                # Not a failure of the host: it is on its target, or rolled back, as recorded. Its FleetLock slot
+                # is freed when FleetLock answers again: by this run at its end, or by the next run.
                 record = _slots.record_of(book, host)
-                record.update(status="failed", reason="%s; FleetLock steady-state failed: its FleetLock slot stays"
-                              " taken" % (record.get("reason") or "activated"))
+                record.update(fleetlock_held=True, reason="%s; FleetLock did not answer its steady-state, so its"
+                              " FleetLock slot stays taken until FleetLock answers" % (
+                                  record.get("reason") or "verified on the target digest"))
             record = _slots.release(book, host, self._clock())
             book["hosts"][host]["locked"] = unlock and not unlocked
         result = {"unlocked": unlocked, "changed": unlocked, "released": True,

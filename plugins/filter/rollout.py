@@ -310,6 +310,9 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
                 row["booted_digest"] = act.get("booted_digest")
                 # A host a killed rollout had rebooted: the plan's reason says so ("verified on rerun").
                 row["reason"] = plan.get("reason") if action == "verify" else "verified on the target digest"
+                if act.get("fleetlock_held"):
+                    row["reason"] += "; FleetLock did not answer its steady-state, so its FleetLock slot stays taken" \
+                        " until FleetLock answers (this run tries again at its end, the next run at its start)"
             else:
                 row["status"] = "failed"
                 row["booted_digest"] = act.get("booted_digest") if not act.get("holds_slot") else None

@@ -244,7 +244,7 @@ def new_record(book, host, mode, target_digest, old_digest=None, fleetlock=False
         "booted_digest": None, "granted_at": entry["granted_at"], "activate_start": entry["granted_at"],
         "reboot_start": None, "reboot_end": None, "verified_at": None, "released_at": None,
         "rolled_back": False, "rollback_start": None, "rollback_end": None,
-        "fleetlock": bool(fleetlock), "failed": False, "reason": None,
+        "fleetlock": bool(fleetlock), "fleetlock_held": False, "failed": False, "reason": None,
     }
     book["records"][host] = record
     return record
