@@ -248,6 +248,34 @@ def test_fleetlock_is_asked_from_the_host_until_it_grants_and_freed_after():
     assert world.calls[-1][1] == "http://198.51.100.1:8080/v1/steady-state"
 
 
+def test_a_host_that_waits_for_fleetlock_says_so_every_30_s(monkeypatch):
+    said = []
+    monkeypatch.setattr(os_activate_slot.display, "display", said.append)
+    world = World(answers=[409] * 8 + [200])
+    book = open_book(world)
+    Host(world)
+    result = acquire(world, book=book, fleetlock={"url": URL, "group": "blue", "retry_delay": 10})
+    assert result["granted"] and result["released"]
+    # 8 refusals 10 s apart: said at 30 s and 60 s, with FleetLock's answer.
+    assert said == ["n1 waits for a FleetLock slot of group blue: %d s so far, last answer 409; this run's hosts that"
+                    " hold one: none" % seconds for seconds in (30, 60)]
+
+
+def test_a_steady_state_without_an_answer_is_not_a_failure_of_the_verified_host():
+    world = World(answers=[200, 503, 503, 503])
+    book = open_book(world)
+    Host(world)
+    result = acquire(world, book=book, fleetlock={"url": URL, "retry_delay": 1})
+    record = result["ansible_facts"]["os_activate_result"]
+    assert not result.get("failed") and not result["unlocked"]
+    assert record["status"] == "activated" and record["fleetlock_held"] and not record["holds_slot"]
+    assert record["reason"] == ("verified on the target digest; FleetLock did not answer its steady-state, so its"
+                                " FleetLock slot stays taken until FleetLock answers")
+    # Tried three times; the book's slot is free, and no failure counts toward max_failures.
+    assert [c[1].rsplit("/", 1)[1] for c in world.calls] == ["pre-reboot"] + ["steady-state"] * 3
+    assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
+
+
 def test_fleetlock_that_never_grants_gives_the_slot_back_and_stops_the_run():
     world = World(answers=[409] * 10)
     book = open_book(world)

@@ -206,3 +206,12 @@ def test_an_unset_stop_reason_rendered_as_empty_text_is_none():
     fleet = _fleet()[:1]
     report = rollout.rollout_report(fleet, {"started": ["n1"], "budgets": {"a": 1}, "stop_reason": ""})
     assert report["result"] == "success" and report["stop_reason"] is None
+
+
+def test_a_verified_host_whose_fleetlock_slot_stays_taken_is_activated_and_says_so():
+    fleet = _fleet()[:1]
+    fleet[0] = dict(fleet[0], os_activate_result=dict(fleet[0]["os_activate_result"], fleetlock_held=True))
+    report = rollout.rollout_report(fleet, {"started": ["n1"]})
+    [row] = report["hosts"]
+    assert row["status"] == "activated" and report["result"] == "success"
+    assert "its FleetLock slot stays taken until FleetLock answers" in row["reason"]
