@@ -145,6 +145,8 @@ def test_killed_after_the_first_reboot_then_rerun_verifies(lab, fleet, tmp_path,
     groups = sorted(POOLS)
     if with_fleetlock:
         url = _fleetlock_url(lab)
+        # No holder left from an earlier test: the killed run's FleetLock slots are the ones under test.
+        lab.fleetlab("fleetlock", "reset")
         for group in groups:
             lab.fleetlab("fleetlock", "slots", BUDGETS[group], "--group", group)
         extra += ["-e", "fleetos_fleetlock_url=%s" % url, "-e", "os_activate_fleetlock_retry_delay=1"]
