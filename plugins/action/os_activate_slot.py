@@ -381,9 +381,10 @@ class ActionModule(ActionBase):
             if self._clock() - said >= SAY_EVERY:
                 # A wait is never silent: FleetLock does not name its holders, the book names this run's.
                 said = self._clock()
-                display.display("%s waits for a FleetLock slot of group %s: %d s so far, last answer %s; this run's"
-                                " hosts that hold one: %s" % (host, fleetlock["group"] or "default", said - began,
-                                                               status, self._locked_hosts(config) or "none"))
+                message = "%s waits for a FleetLock slot of group %s: %d s so far, last answer %s; this run's hosts" \
+                    " that hold one: %s" % (host, fleetlock["group"] or "default", said - began, status,
+                                            self._locked_hosts(config) or "none")
+                display.display(message)
             self._sleep(fleetlock["retry_delay"])
 
     def _locked_hosts(self, config):
@@ -475,8 +476,8 @@ class ActionModule(ActionBase):
         status = self._read(STEP_VERIFY, "after its reboot", host, config, reboot)
         record = self._record(path, host, "booted", status)
         if record["booted_digest"] != record["target_digest"]:
-            raise Stop(STEP_VERIFY, {"msg": "%s booted %s, not %s" % (host, record["booted_digest"],
-                                                                       record["target_digest"])}, reboot=reboot)
+            wrong = "%s booted %s, not %s" % (host, record["booted_digest"], record["target_digest"])
+            raise Stop(STEP_VERIFY, {"msg": wrong}, reboot=reboot)
         if config["health"].get("command"):
             self._health_command(config)
         if not self._health_checked(config):
@@ -561,7 +562,7 @@ class ActionModule(ActionBase):
                 _slots.give_back(book, host, one_line((args["result"] or {}).get("msg"), "failed"), self._clock())
         if not open_hold:
             return {"ansible_facts": {"os_activate_result": record, "os_activate_next": None}}
-        config, _ = self._config(args["book"], host)
+        config = self._config(args["book"], host)[0]
         return self._failed(args["book"], host, config, args["task"], args["result"] or {}, recorded_failure=False)
 
     def _failed(self, path, host, config, step, result, reboot=None, partial=None, recorded_failure=True):

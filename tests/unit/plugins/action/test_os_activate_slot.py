@@ -585,7 +585,8 @@ def test_a_rollback_that_does_not_come_back_keeps_the_slot():
     result = acquire(world, book=book, reboot=dict(REBOOT, reboot_timeout=2))
     record = result["ansible_facts"]["os_activate_result"]
     assert result["failed"] and record["holds_slot"] and not record["rolled_back"]
-    assert "the rollback failed too: rollback: Make the previous deployment the default and reboot into it: did not come"         " back within 2 s" in record["reason"]
+    assert ("the rollback failed too: rollback: Make the previous deployment the default and reboot into it: did not"
+            " come back within 2 s") in record["reason"]
     assert result["rollback"]["rolled_back"] is False
 
 

@@ -118,7 +118,7 @@ def test_a_slot_request_waits_off_the_forks_until_its_pool_has_a_free_slot(tmp_p
 
 def test_a_slot_request_asks_when_no_holder_of_its_pool_is_at_work(tmp_path, monkeypatch):
     patch_queue(monkeypatch)
-    _, path = fresh(tmp_path)
+    path = fresh(tmp_path)[1]
     # n1 went unreachable and left the play: nobody here frees the slot, so n2 asks (and waits in its task).
     module = strategy(path, iterator=Iterator(failed=["n1"]))
     queue(module, "n2", Task("fleetos.layering.os_activate_slot", "acquire"), path)
@@ -127,7 +127,7 @@ def test_a_slot_request_asks_when_no_holder_of_its_pool_is_at_work(tmp_path, mon
 
 def test_a_fork_is_kept_for_each_slot_holder_between_two_tasks(tmp_path, monkeypatch):
     patch_queue(monkeypatch)
-    _, path = fresh(tmp_path)
+    path = fresh(tmp_path)[1]
     module = strategy(path, forks=2)
     module._pending_results = 1
     # One fork at work, one free: n1 holds a slot and is between two tasks, so the free fork is its.
@@ -154,7 +154,7 @@ def test_tasks_outside_a_book_are_never_held(tmp_path, monkeypatch):
 
 def test_every_parked_host_goes_when_nothing_ran_for_a_while(tmp_path, monkeypatch):
     patch_queue(monkeypatch)
-    _, path = fresh(tmp_path)
+    path = fresh(tmp_path)[1]
     module = strategy(path)
     queue(module, "n2", Task("fleetos.layering.os_activate_slot", "acquire"), path)
     assert module.queued == []
