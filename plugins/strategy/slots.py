@@ -25,6 +25,8 @@ description:
   - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
     slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
     its slots one after the other, whatever the forks.
+  - Every 30 seconds while hosts wait for a slot, one line per pool names them and the hosts that hold the pool's
+    slots.
   - A host that asks when no holder of its pool is at work in the play (the slots are held by hosts that did
     not come back, or by another run through FleetLock) is not parked - it asks and waits in its task, up to
     the slot timeout, as with any other strategy.
@@ -55,6 +57,8 @@ IDLE_RELEASE = 30.0
 # Seconds between two looks at the parked hosts when no result came in and no book changed (a
 # holder may have left the play).
 LOOK_AGAIN = 1.0
+# Seconds between two lines that name the hosts waiting for a budget slot and the hosts that hold them.
+SAY_EVERY = 30.0
 
 
 class _Running:
@@ -92,6 +96,7 @@ class StrategyModule(FreeStrategyModule):
         self._running = _Running(self)
         self._idle_since = None
         self._looked_at = 0.0
+        self._said_at = None
 
     def run(self, iterator, play_context):
         self._iterator = iterator
@@ -220,6 +225,30 @@ class StrategyModule(FreeStrategyModule):
             else:
                 waiting.append(item)
         self._parked = waiting
+        self._say(now)
+
+    def _say(self, now):
+        """Every SAY_EVERY seconds while hosts wait for a slot: which, and who holds their pools' slots."""
+        gates = [item for item in self._parked if item[1]]
+        if not gates:
+            self._said_at = None
+            return
+        if self._said_at is None:
+            self._said_at = now
+        if now - self._said_at < SAY_EVERY:
+            return
+        self._said_at = now
+        by_pool = {}
+        for item in gates:
+            book = self._books.get(item[0], (None, {}))[1]
+            entry = (book.get("hosts") or {}).get(item[2].get_name()) or {}
+            by_pool.setdefault((item[0], entry.get("pool")), []).append(item[2].get_name())
+        for (path, pool), hosts in sorted(by_pool.items(), key=lambda pair: str(pair[0][1])):
+            book = self._books.get(path, (None, {}))[1]
+            held = _slots.holders(book, pool) if book and pool in (book.get("pools") or {}) else []
+            display.display("%d host(s) wait for a budget slot of pool %s (%s); held by %s" % (
+                len(hosts), pool, ", ".join(hosts[:10]) + (" and %d more" % (len(hosts) - 10) if len(hosts) > 10 else ""),
+                ", ".join(held) or "nobody"))
 
     def _order(self, parked):
         """Slot requests first, each book's in its rollout order; then the other tasks as they were parked."""

@@ -62,7 +62,7 @@ def strategy(path, forks=4, iterator=None):
     module._parked, module._launched, module._books = [], {}, {}
     module._iterator = iterator or Iterator()
     module._running = slots._Running(module)
-    module._idle_since, module._looked_at = None, 0.0
+    module._idle_since, module._looked_at, module._said_at = None, 0.0, None
     module._tqm, module._inventory = TQM(), Inventory()
     module._blocked_hosts, module._pending_results, module._workers = {}, 0, [None] * forks
     module.queued = []
@@ -195,3 +195,21 @@ def test_a_later_host_waits_while_the_free_slot_is_spoken_for(tmp_path, monkeypa
     for name in ("n2", "n3", "n1"):
         queue(module, name, acquire, path)
     assert module.queued == ["n2", "n1"] and [item[2].get_name() for item in module._parked] == ["n3"]
+
+
+def test_hosts_waiting_for_a_slot_are_named_every_30_s(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    said = []
+    monkeypatch.setattr(slots.display, "display", said.append)
+    path = fresh(tmp_path)[1]
+    module = strategy(path)
+    module._pending_results = 1
+    for name in ("n2", "n3"):
+        queue(module, name, Task("fleetos.layering.os_activate_slot", "acquire"), path)
+    clock = iter([100.0, 110.0, 100.0 + slots.SAY_EVERY])
+    monkeypatch.setattr(module, "_clock", lambda: next(clock))
+    module._let_go()
+    module._let_go()
+    assert said == []
+    module._let_go()
+    assert said == ["2 host(s) wait for a budget slot of pool a (n2, n3); held by n1"]
