@@ -250,10 +250,10 @@ def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
         lab.exec(node, ["rm", "-f", STEPS])
     try:
         lab.fleetlab("fault", "node06", "fail-health")
-        # node05 and node08, which take the first slots beside node06, boot slowly: node06's failure
-        # is known while every slot is still held, so which hosts stay out is the rule's doing, not
-        # the machine's speed (with quick boots green's three hosts may all finish first).
-        for node in ("node05", "node08"):
+        # node05 and the green hosts boot slowly: green's one slot goes round its three hosts in three
+        # slow boots, and node06's failure is known before, so that some hosts stay out (with quick boots
+        # every host may finish first).
+        for node in ("node05", "node08", "node09", "node10"):
             lab.fleetlab("fault", node, "slow-boot", str(SLOW_BOOT))
         proc = f.play(ROLLOUT, "-e", "fleetos_rollout_image=%s@%s" % (fleet["tag_image"].rsplit(":", 1)[0],
                                                                     fleet["digest"]),
@@ -266,11 +266,13 @@ def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
         assert rows["node06"]["status"] == "failed" and rows["node06"]["rolled_back"]
         assert "lab-health" in rows["node06"]["reason"] or "health" in rows["node06"]["reason"]
         assert f.booted("node06") == lab.base_digest
-        # node05, node06 and node08 got the first slots; once node06's failure was known, no new
-        # slot was granted, and no slot was freed before it was known.
+        # Each host took a slot as soon as it was staged; once node06's failure was known, no new slot
+        # was granted: the hosts granted before it are activated, the others never got one.
+        granted = {s["host"] for s in proc.report["slots"]}
         activated = sorted(h for h, r in rows.items() if r["status"] == "activated")
-        assert activated == ["node05", "node08"], rows
-        left = [h for h in NODES if h not in activated and h != "node06"]
+        assert activated == sorted(granted - {"node06"}), (rows, proc.report["slots"])
+        left = [h for h in NODES if h not in granted]
+        assert left, proc.report["slots"]
         for node in left:
             assert rows[node]["status"] == "not_activated", node
             assert "max_failures" in rows[node]["reason"]
