@@ -177,7 +177,7 @@ def pull(host, params, check_mode=False, diff=False, secrets=None):
             raise ImageError("Failed to verify image '%s': the registry serves digest %s, not the expected "
                              "digest %s." % (image, served, expected), digest=digest, expected_digest=expected)
         result = dict(changed=False, image=resolved["image"], digest=digest, index=resolved["index"],
-                      manifests=resolved["manifests"], platform_digest=platform)
+                      manifests=resolved["manifests"], platform_digest=platform, annotations=resolved["annotations"])
         if params["state"] == "resolved":
             return result
         # The manifest for the platform, by digest: what a host of that platform pulls.

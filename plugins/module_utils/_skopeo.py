@@ -306,8 +306,8 @@ def resolve(skopeo, image_text, architectures=(), auth_file=None, cert_dir=None,
     -> ``{"image": "REGISTRY/REPO@DIGEST" (tag dropped, no transport), "digest": the
     digest the reference names (an index's own digest for an index), "media_type",
     "index": bool, "manifests": {architecture: digest} (``{}`` for a plain manifest),
-    "platform_digests": {architecture: digest}}`` for each of ``architectures`` (a
-    plain manifest's digest for every one).
+    "platform_digests": {architecture: digest}`` for each of ``architectures`` (a
+    plain manifest's digest for every one), ``"annotations": {...}}`` (the manifest's or index's own).
 
     A reference that carries a digest is still read, to learn an index's entries, and
     the served bytes must hash to that digest. An index without an entry for an
@@ -334,4 +334,6 @@ def resolve(skopeo, image_text, architectures=(), auth_file=None, cert_dir=None,
                              "(entries: %s)." % (shown, architecture, ", ".join(sorted(described["manifests"])) or "none"),
                              digest=digest, manifests=described["manifests"])
         platform_digests[architecture] = found
-    return dict(described, image=ref.with_digest(digest).image, platform_digests=platform_digests)
+    annotations = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw).get("annotations")
+    return dict(described, image=ref.with_digest(digest).image, platform_digests=platform_digests,
+                annotations=annotations if isinstance(annotations, dict) else {})

@@ -205,6 +205,13 @@ platform_digest:
   returned: success
   type: str
   sample: sha256:0b5c2e1b0f0c5fbd35d0c4f8d0f3f1b2f4d5d2d0c1f2e3d4c5b6a79880716253
+annotations:
+  description:
+    - The annotations of the manifest (or index) the reference names, as served; empty when it has none. A
+      composition of M(fleetos.layering.os_image_compose) carries C(fleetos.io/inputs) there.
+  returned: success
+  type: dict
+  sample: {"fleetos.io/inputs": "sha256:6b1f0c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"}
 labels:
   description: The image's labels (empty when it has none).
   returned: when O(state) is V(inspected) or V(present)

@@ -22,7 +22,7 @@ import re
 import yaml
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._compose import LAYERS_LABEL
+from ansible_collections.fleetos.layering.plugins.module_utils._compose import INPUTS_LABEL as INPUTS_ANNOTATION, LAYERS_LABEL
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import API_VERSION, check_header, only_keys
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _manifests
@@ -350,10 +350,28 @@ def locked_image(lock, name, field):
     layers = [layer for layer in entry.get("layers") or [] if isinstance(layer, dict)]
     summary = ", ".join(["base %s" % _version(base)] + ["%s %s" % (layer.get("name"), _version(layer)) for layer in layers])
     return {"name": name, "lock": lock["path"], "image": entry["image"], "digest": entry["digest"],
+            "inputs": entry.get("inputs"),
             "base": {"name": base.get("name"), "version": base.get("version"), "digest": base.get("digest")},
             "layers": [{"name": layer.get("name"), "version": layer.get("version"), "digest": layer.get("digest")}
                        for layer in layers],
             "summary": summary}
+
+
+def lock_proof_problem(layered, annotations):
+    """What is wrong with the image a lock pins for a LayeredImage (``layered``, :func:`locked_image`), given
+    the annotations the registry serves for it, as one clause; None when the image was composed from the
+    inputs the lock records (its ``fleetos.io/inputs``)."""
+    served = (annotations or {}).get(INPUTS_ANNOTATION)
+    if served is None:
+        return ("the lock %s pins the LayeredImage '%s' to %s, which carries no %s annotation: it is not what "
+                "compose.yml composed; compose it again" % (layered["lock"], layered["name"], layered["digest"],
+                                                            INPUTS_ANNOTATION))
+    if served != layered.get("inputs"):
+        return ("the lock %s pins the LayeredImage '%s' to %s, but that image was composed from other inputs (its "
+                "%s is %s, the lock's %s): the lock does not match its image; compose it again"
+                % (layered["lock"], layered["name"], layered["digest"], INPUTS_ANNOTATION, served,
+                   layered.get("inputs") or "none"))
+    return None
 
 
 def _version(record):

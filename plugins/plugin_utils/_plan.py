@@ -46,7 +46,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import In
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
-from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import locked_image
+from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import locked_image, lock_proof_problem
 
 ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "verify", "error")
 DEFAULT_POOL = "default"
@@ -214,6 +214,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     try:
         _decide(plan, wanted, transport_text, reason, resolutions, _results_by_item(inspections),
                 booted, staged, status)
+        _check_lock_proof(plan, wanted, resolutions)
     except InvalidInputError as exc:
         plan["action"] = "error"
         plan["reason"] = exc.msg
@@ -223,6 +224,19 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
                           else "MachineImage is paused: %s" % reason)
     return plan
+
+
+def _check_lock_proof(plan, wanted, resolutions):
+    """A LayeredImage's image must be what the lock says was composed: its manifest's ``fleetos.io/inputs``
+    (read by the plan's one resolution of the image) is the lock's ``inputs``. InvalidInputError otherwise."""
+    if not plan.get("layered") or resolutions is None:
+        return
+    resolution = _results_by_item(resolutions).get(wanted)
+    if resolution is None or resolution.get("failed"):
+        return
+    problem = lock_proof_problem(plan["layered"], resolution.get("annotations"))
+    if problem:
+        raise InvalidInputError(problem)
 
 
 def _layered_field(assignment):

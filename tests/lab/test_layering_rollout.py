@@ -81,7 +81,7 @@ class Layering:
                      "output": "%s/fleetos/layering-worker-%s" % (self.registry, self.run),
                      "pullSecret": {"name": "lab_registry_secret"}}}))
 
-    def play(self, playbook, *extra):
+    def play(self, playbook, *extra, rc=0):
         """ansible-playbook from the machine's own namespace on our inventory; -> (process, blob reads by node)."""
         self.plays += 1
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
@@ -95,7 +95,7 @@ class Layering:
                                *extra, str(PLAYBOOKS / playbook)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                               cwd=str(self.tmp), timeout=600, check=False)
-        assert proc.returncode == 0, proc.stdout[-12000:]
+        assert proc.returncode == rc if rc == 0 else proc.returncode != 0, proc.stdout[-12000:]
         print("%s: %.1f s" % (playbook, time.monotonic() - began))
         reads = {}
         for event in self.lab.journal()[start:]:
@@ -171,6 +171,22 @@ def test_d1_then_a_kubelet_bump_rolled_out_through_the_lock_reads_only_the_new_l
     d2 = layering.compose()
     assert d2["digest"] != d1["digest"] and d2["layers"][0]["version"] == "1.31.5"
     assert (d2["base"], d2["layers"][1]) == (d1["base"], d1["layers"][1])
+
+    # A lock that does not prove itself: worker's digest swapped for another real composition's (D1: kubelet
+    # 1.31.4, where the lock says 1.31.5). Every host wanting it is a plan error naming the LayeredImage, before
+    # any host is staged.
+    locked = layering.lock.read_text()
+    layering.lock.write_text(locked.replace(d2["digest"], d1["digest"]))
+    layering.play("rollout.yml", "-e", "fleetos_rollout_lock=%s" % layering.lock, rc=1)
+    layering.lock.write_text(locked)
+    swapped = layering.report("rollout-report.json")
+    for row in swapped["hosts"]:
+        assert row["status"] == "plan_failed" and row["stage_start"] is None, row
+        assert ("pins the LayeredImage 'worker' to %s, but that image was composed from other inputs" % d1["digest"]
+                in row["reason"]), row
+    for node in layering.nodes:
+        assert not [d for d in layering.lab.rpm_ostree_status(node)["deployments"] if d.get("staged")], node
+
     reads = layering.rollout(d2["digest"])
     config, config_size = layering.config_digest(d2)
     (new_layer,) = kubelet2["layers"]

@@ -294,23 +294,30 @@ def test_inspect_raw_returns_the_bytes_unchanged():
     (IMAGE, OCI_INDEX, ("amd64", "arm64"),
      {"image": NAME + "@" + sha(OCI_INDEX), "digest": sha(OCI_INDEX), "index": True,
       "media_type": "application/vnd.oci.image.index.v1+json", "manifests": {"amd64": AMD, "arm64/v8": ARM},
-      "platform_digests": {"amd64": AMD, "arm64": ARM}}),
+      "platform_digests": {"amd64": AMD, "arm64": ARM}, "annotations": {}}),
     (IMAGE, DOCKER_LIST, ("arm/v7",),
      {"image": NAME + "@" + sha(DOCKER_LIST), "digest": sha(DOCKER_LIST), "index": True,
       "media_type": "application/vnd.docker.distribution.manifest.list.v2+json",
-      "manifests": {"amd64": AMD, "arm/v7": ARM7}, "platform_digests": {"arm/v7": ARM7}}),
+      "manifests": {"amd64": AMD, "arm/v7": ARM7}, "platform_digests": {"arm/v7": ARM7}, "annotations": {}}),
     ("docker://" + IMAGE, DOCKER_MANIFEST, ("amd64", "arm64"),
      {"image": NAME + "@" + sha(DOCKER_MANIFEST), "digest": sha(DOCKER_MANIFEST), "index": False,
       "media_type": "application/vnd.docker.distribution.manifest.v2+json", "manifests": {},
-      "platform_digests": {"amd64": sha(DOCKER_MANIFEST), "arm64": sha(DOCKER_MANIFEST)}}),
+      "platform_digests": {"amd64": sha(DOCKER_MANIFEST), "arm64": sha(DOCKER_MANIFEST)}, "annotations": {}}),
     ("ostree-unverified-registry:" + IMAGE, OCI_MANIFEST, (),
      {"image": NAME + "@" + sha(OCI_MANIFEST), "digest": sha(OCI_MANIFEST), "index": False,
-      "media_type": "application/vnd.oci.image.manifest.v1+json", "manifests": {}, "platform_digests": {}}),
+      "media_type": "application/vnd.oci.image.manifest.v1+json", "manifests": {}, "platform_digests": {},
+      "annotations": {}}),
 ])
 def test_resolve(image, raw, architectures, expected):
     module = FakeModule([(0, raw, b"")])
     assert resolve(Skopeo(module), image, architectures, auth_file="/a") == expected
     assert [call[0] for call in module.calls] == [raw_argv(IMAGE, "--authfile", "/a")]
+
+
+def test_resolve_gives_the_manifests_own_annotations():
+    raw = json.dumps(dict(json.loads(OCI_MANIFEST), annotations={"fleetos.io/inputs": "sha256:" + "1" * 64})).encode()
+    resolved = resolve(Skopeo(FakeModule([(0, raw, b"")])), IMAGE, ())
+    assert resolved["annotations"] == {"fleetos.io/inputs": "sha256:" + "1" * 64}
 
 
 @pytest.mark.parametrize("given", [NAME + "@%s", NAME + ":1.0@%s"])

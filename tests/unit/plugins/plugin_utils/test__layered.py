@@ -305,7 +305,10 @@ FIELD = "spec.layeredImage of MachineImage 'web' (machine_images/web.yaml docume
 
 def test_locked_image_gives_the_composed_digest_and_every_input_version():
     lock = {"path": "inv/layered-images.lock.yml", "document": lock_of(compose_result(D["d"])), "error": None}
-    assert _layered.locked_image(lock, "worker", FIELD) == {
+    locked = _layered.locked_image(lock, "worker", FIELD)
+    # What the composition's own fleetos.io/inputs must say (the plan checks it).
+    assert locked.pop("inputs") == compose_result(D["d"])["inputs"]
+    assert locked == {
         "name": "worker", "lock": "inv/layered-images.lock.yml", "image": REG + "/os/worker@" + D["d"],
         "digest": D["d"], "base": {"name": REG + "/os/base", "version": "1.0", "digest": D["b"]},
         "layers": [{"name": "kubelet", "version": "1.31.4", "digest": D["c"]},

@@ -226,13 +226,15 @@ def test_the_platform_entry_is_chosen_as_the_modules_choose_it():
 
 
 LOCKED = "sha256:" + "f" * 64
+INPUTS = "sha256:" + "1" * 64
 LOCK = {"path": "inv/layered-images.lock.yml", "error": None, "document": {"images": [{
-    "name": "worker", "image": REG + "-worker@" + LOCKED, "digest": LOCKED,
+    "name": "worker", "image": REG + "-worker@" + LOCKED, "digest": LOCKED, "inputs": INPUTS,
     "base": {"name": REG, "version": "1.0", "digest": OTHER},
     "layers": [{"name": "kubelet", "version": "1.31.5", "digest": INDEX},
                {"name": "ovs", "version": "3.4", "digest": ARM64}]}]}}
 RESOLVED_LOCKED = {"results": [{"item": REG + "-worker@" + LOCKED, "digest": LOCKED, "index": False,
-                                "image": REG + "-worker@" + LOCKED, "manifests": {}}]}
+                                "image": REG + "-worker@" + LOCKED, "manifests": {},
+                                "annotations": {"fleetos.io/inputs": INPUTS}}]}
 
 
 def layered(name="worker", source="nodeName"):
@@ -275,3 +277,22 @@ def test_a_layered_image_is_planned_from_the_lock(assignment, lock, host_status,
     else:
         # Never the fallback image instead: the host asked for a LayeredImage.
         assert plan["wanted"] is None and plan["layered"] is None
+
+
+@pytest.mark.parametrize("annotations, reason", [
+    # Another real composition's digest in the lock (kubelet 1.31.5 where the lock says 1.31.4).
+    ({"fleetos.io/inputs": "sha256:" + "2" * 64},
+     "the lock inv/layered-images.lock.yml pins the LayeredImage 'worker' to %s, but that image was composed from "
+     "other inputs (its fleetos.io/inputs is sha256:%s, the lock's %s): the lock does not match its image; compose it "
+     "again" % (LOCKED, "2" * 64, INPUTS)),
+    # An image compose.yml never made.
+    ({}, "the lock inv/layered-images.lock.yml pins the LayeredImage 'worker' to %s, which carries no "
+         "fleetos.io/inputs annotation: it is not what compose.yml composed; compose it again" % LOCKED),
+])
+def test_a_lock_whose_image_has_other_inputs_is_a_plan_error(annotations, reason):
+    resolved = {"results": [dict(RESOLVED_LOCKED["results"][0], annotations=annotations)]}
+    plan = host_plan(layered(), "node01", resolutions=resolved, status=status(ON_OTHER), lock=LOCK)
+    assert (plan["action"], plan["reason"]) == ("error", reason)
+    # A resolution that failed leaves the stage to meet the registry: no proof is asked of it.
+    failed = {"results": [{"item": REG + "-worker@" + LOCKED, "failed": True, "msg": "registry down"}]}
+    assert host_plan(layered(), "node01", resolutions=failed, status=status(ON_OTHER), lock=LOCK)["action"] == "stage"
