@@ -179,7 +179,7 @@ def park_reason(book, host, running):
     entry = book["hosts"].get(host)
     if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"] or entry.get("first"):
         return None
-    if len(failed_hosts(book)) + len(book.get("stage_failed") or []) >= book["max_failures"]:
+    if len(_failures(book)) >= book["max_failures"]:
         return None
     pool = entry["pool"]
     holding = _pool_hosts(book, pool, ("holding",))
@@ -412,11 +412,16 @@ def _check_stop(book):
     -> the stop reason, or None."""
     failed = failed_hosts(book)
     staged = book.get("stage_failed") or []
-    if len(failed) + len(staged) >= book["max_failures"] and not book["stop"]:
+    if len(_failures(book)) >= book["max_failures"] and not book["stop"]:
         text = ["%d activation(s) failed (%s)" % (len(failed), ", ".join(failed))] if failed else []
         text += ["%d stage(s) failed (%s)" % (len(staged), ", ".join(staged))] if staged else []
         book["stop"] = "%s, max_failures is %d" % ("; ".join(text), book["max_failures"])
     return book["stop"]
+
+
+def _failures(book):
+    """Every host that counts toward max_failures: failed activations, then failed stages of hosts of the book."""
+    return failed_hosts(book) + list(book.get("stage_failed") or [])
 
 
 def failed_hosts(book):
@@ -429,7 +434,7 @@ def close_canary(book, stop_after=False):
     """The canary batch is over: stop when one of it failed, or (``stop_after``) when it is
     verified and the run is to end there. -> the stop reason, or None to go on."""
     canary = [h for h in book["canary"] if h in book["grants"]]
-    failed = [h for h in failed_hosts(book) + (book.get("stage_failed") or []) if h in book["canary"]]
+    failed = [h for h in _failures(book) if h in book["canary"]]
     if failed:
         book["stop"] = "the canary batch failed (%s)" % ", ".join(failed)
     elif canary and stop_after and not book["stop"]:

@@ -116,13 +116,20 @@ class StrategyModule(FreeStrategyModule):
         """Whether ``task`` asks for a budget slot."""
         return task.action in GATE_ACTIONS and (task.args or {}).get("op") == "acquire"
 
-    def _read_book(self, path):
-        """The book at ``path`` (read again only when its file was replaced), or None."""
+    @staticmethod
+    def _identity(path):
+        """What changes when the book's file is replaced (every write replaces it), or None without a file."""
         try:
             stat = os.stat(path)
         except OSError:
             return None
-        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+    def _read_book(self, path):
+        """The book at ``path`` (read again only when its file was replaced), or None."""
+        identity = self._identity(path)
+        if identity is None:
+            return None
         cached = self._books.get(path)
         if cached and cached[0] == identity:
             return cached[1]
@@ -199,12 +206,9 @@ class StrategyModule(FreeStrategyModule):
     def _books_changed(self):
         """Whether a book with parked hosts was written since it was read (one stat per book)."""
         for path in set(item[0] for item in self._parked):
-            try:
-                stat = os.stat(path)
-            except OSError:
-                return True
+            identity = self._identity(path)
             cached = self._books.get(path)
-            if not cached or cached[0] != (stat.st_ino, stat.st_mtime_ns, stat.st_size):
+            if identity is None or not cached or cached[0] != identity:
                 return True
         return False
 
