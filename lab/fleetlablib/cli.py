@@ -341,6 +341,12 @@ def cmd_fleetlock(args):
             fleetlock.configure(default_slots=args.count)
     elif args.action == "reset":
         fleetlock.reset()
+    elif args.action == "stop":
+        fleetlock.stop()
+        journal("fleetlock_stop")
+    elif args.action == "start":
+        fleetlock.start()
+        journal("fleetlock_start")
     status = fleetlock.read_json(fleetlock.fl_dir() / "holders.json", {})
     cfg = fleetlock.read_json(fleetlock.fl_dir() / "config.json", {})
     print(json.dumps({"url": fleetlock.address(), "running": fleetlock.running(), "config": cfg,
@@ -452,8 +458,8 @@ def build_parser():
     reg.add_argument("user", nargs="?", default=None)
     reg.set_defaults(func=cmd_registry)
 
-    fl = sub.add_parser("fleetlock", help="the lab's FleetLock server: status, slots, reset")
-    fl.add_argument("action", choices=["status", "slots", "reset"])
+    fl = sub.add_parser("fleetlock", help="the lab's FleetLock server: status, slots, reset, stop, start")
+    fl.add_argument("action", choices=["status", "slots", "reset", "stop", "start"])
     fl.add_argument("count", nargs="?", type=int, default=None)
     fl.add_argument("--group", default=None)
     fl.set_defaults(func=cmd_fleetlock)

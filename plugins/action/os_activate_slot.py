@@ -376,8 +376,9 @@ class ActionModule(ActionBase):
             if ok:
                 return True, None
             if self._clock() + fleetlock["retry_delay"] > deadline:
-                return False, "FleetLock gave no slot within %s s (%s refused, last answer %s)" % (
-                    fleetlock["timeout"], host, status)
+                # FleetLock does not name its holders: the book names this run's.
+                return False, "FleetLock gave no slot within %s s (%s refused, last answer %s; this run's hosts" \
+                    " that hold one: %s)" % (fleetlock["timeout"], host, status, self._locked_hosts(config) or "none")
             if self._clock() - said >= SAY_EVERY:
                 # A wait is never silent: FleetLock does not name its holders, the book names this run's.
                 said = self._clock()

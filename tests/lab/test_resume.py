@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import REPO, VENV_BIN, collections_path
-from test_rollout import ROLLBACK, ROLLOUT, _journal_intervals, _max_concurrent, fleet  # noqa: F401
+from test_rollout import ROLLBACK, ROLLOUT, _journal_intervals, _max_concurrent, fleet, report_mismatches  # noqa: F401
 from test_rollout_failures import Pools, _pinned, _rows
 
 LEASE = "/var/lib/fleetos/rollout-lease.json"
@@ -383,7 +383,107 @@ def test_a_rollback_during_a_rollout_is_refused_before_it_changes_anything(lab, 
         for node in NODES:
             lab.wait_up(node, 180)
             assert f.booted(node) == fleet["digest"] and not f.staged(node), node
+        assert report_mismatches(lab, rollout.report) == []
     finally:
         for node in NODES:
             lab.fleetlab("fault", node, "clear")
+        _restore(f, fleet)
+
+
+def test_fleetlock_stopped_mid_rollout_then_started_again(lab, fleet, tmp_path):
+    """FleetLock stopped at the rollout's first lock and started again after the run. The run ends with a
+    report: a host verified while FleetLock was down keeps its FleetLock slot and is not a failure; a host
+    refused a slot until the timeout stops the run, which names this run's holders; no pool goes over its
+    budget. The rerun frees the slots its hosts hold on their target before any host asks for one, so
+    nothing waits, and it converges without `fleetlab fleetlock reset`."""
+    f = _fleet(lab, tmp_path)
+    groups = sorted(POOLS)
+    # No holder left from an earlier test; one slot per group.
+    lab.fleetlab("fleetlock", "reset")
+    for group in groups:
+        lab.fleetlab("fleetlock", "slots", 1, "--group", group)
+    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet), "-e", "fleetos_fleetlock_url=%s" % _fleetlock_url(lab),
+             "-e", "os_activate_fleetlock_retry_delay=1", "-e", "os_activate_fleetlock_timeout=15"]
+    mark = len(lab.journal())
+    try:
+        for node in NODES:
+            # Down long enough for FleetLock to be stopped before the first locked host comes back.
+            lab.fleetlab("fault", node, "slow-boot", "5")
+        first = Controller(f, "down", *extra)
+        _wait_for(lambda: [e for e in lab.journal()[mark:] if e["event"] == "fleetlock_lock" and e.get("group") in groups],
+                  600, "the rollout's first FleetLock slot")
+        lab.fleetlab("fleetlock", "stop")
+        rc = first.wait()
+        held = _holders(lab, groups)
+        lab.fleetlab("fleetlock", "start")
+        report = first.report
+        assert report is not None, first.stdout[-4000:]
+        rows = _rows(report)
+        holders = sorted(h for hs in held.values() for h in hs)
+        assert holders, held
+        # Nobody failed for FleetLock's absence: activated (its slot kept) or staged and not activated.
+        assert rc != 0 and report["counts"]["failed"] == 0, (report["counts"], first.stdout[-4000:])
+        assert {row["status"] for row in report["hosts"]} <= {"activated", "not_activated"}, report["hosts"]
+        kept = sorted(h for h, row in rows.items() if "FleetLock did not answer its steady-state" in row["reason"])
+        assert kept == holders, (kept, held)
+        assert all(rows[h]["status"] == "activated" for h in kept)
+        stop = report["stop_reason"]
+        assert stop.startswith("FleetLock gave no slot within 15 s ("), stop
+        assert stop.endswith("this run's hosts that hold one: %s)" % ", ".join(
+            h for h in NODES if h in holders)), (stop, holders)
+        waiting = [h for h, row in rows.items() if row["status"] == "not_activated"]
+        assert waiting and all(stop in rows[h]["reason"] for h in waiting), rows
+        assert report_mismatches(lab, report) == []
+        for pool, names in POOLS.items():
+            assert _max_concurrent(_journal_intervals(lab.journal()[mark:], names)) <= BUDGETS[pool], pool
+
+        again_at = len(lab.journal())
+        rerun = Controller(f, "rerun", *extra)
+        assert rerun.wait() == 0, rerun.stdout[-6000:]
+        events = lab.journal()[again_at:]
+        # The kept slots freed first: no host of the rerun was refused a slot, none waited.
+        freed = [e for e in events if e["event"] == "fleetlock_unlock" and e.get("id") in holders]
+        locks = [e for e in events if e["event"] == "fleetlock_lock" and e.get("group") in groups]
+        assert sorted(set(e["id"] for e in freed)) == holders, freed
+        assert all(e["ts"] < lock["ts"] for e in freed for lock in locks), (freed, locks)
+        assert [e for e in events if e["event"] == "fleetlock_refused"] == []
+        assert sorted(e["id"] for e in locks) == sorted(waiting)
+        again = _rows(rerun.report)
+        assert {h: again[h]["status"] for h in NODES} == dict(
+            {h: "unchanged" for h in kept}, **{h: "activated" for h in waiting}), rerun.report["hosts"]
+        assert report_mismatches(lab, rerun.report) == []
+        assert _holders(lab, groups) == {g: [] for g in groups}
+        for pool, names in POOLS.items():
+            assert _max_concurrent(_journal_intervals(lab.journal()[mark:], names)) <= BUDGETS[pool], pool
+        print("fleetlock stopped at the first lock: %d kept a slot (%s), %d waited; rerun activated %d" % (
+            len(kept), ", ".join(kept), len(waiting), len(waiting)))
+    finally:
+        lab.fleetlab("fleetlock", "start")
+        for node in NODES:
+            lab.fleetlab("fault", node, "clear")
+        _restore(f, fleet)
+
+
+def test_a_host_unreachable_during_the_stage_is_reported_as_such(lab, fleet, tmp_path):
+    """node08's link goes down once its stage was started: its row says unreachable during the stage,
+    never rebooted; the other hosts are activated; every row is what the nodes show."""
+    f = _fleet(lab, tmp_path)
+    mark = len(lab.journal())
+    try:
+        run = Controller(f, "report", "-e", "fleetos_rollout_image=%s" % _pinned(fleet))
+        _wait_for(lambda: "PLAY [Stage and activate]" in run.stdout, 600, "the activation play")
+        lab.fleetlab("fault", "node08", "unreachable")
+        rc = run.wait()
+        lab.fleetlab("fault", "node08", "clear")
+        lab.wait_up("node08", 180)
+        rows = _rows(run.report)
+        assert rc != 0
+        assert rows["node08"]["status"] == "stage_failed", rows["node08"]
+        assert rows["node08"]["reason"].startswith("unreachable during the stage"), rows["node08"]
+        assert rows["node08"]["reboot_start"] is None and "node08" not in _reboots(lab.journal()[mark:])
+        assert {h: rows[h]["status"] for h in ("node05", "node06")} == dict.fromkeys(("node05", "node06"), "activated")
+        assert report_mismatches(lab, run.report) == []
+        assert "node08" in (run.report_dir / "rollout-report.md").read_text()
+    finally:
+        lab.fleetlab("fault", "node08", "clear")
         _restore(f, fleet)

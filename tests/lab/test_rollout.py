@@ -148,6 +148,39 @@ def _journal_intervals(events, nodes):
     return out
 
 
+def report_mismatches(lab, report):
+    """The rows of a rollout report that are not what their node shows now (rpm-ostree status read on
+    the node itself): [] when every status is true to the fleet.
+
+    activated/unchanged: booted on the target. failed: booted on the old digest when rolled back, and
+    nothing of the target staged; else the digest the row names (a host that keeps its slot, unchecked).
+    staged/not_activated: the target staged, the old digest booted. stage_failed: never rebooted, so
+    the old digest booted. plan_failed/skipped: the old digest booted where the plan read one.
+    Every row that names a booted digest names the one booted. A deployment staged before the run is
+    named in ``staged_before`` when something other than the target is staged."""
+    wrong = []
+    for row in report["hosts"]:
+        deployments = lab.rpm_ostree_status(row["host"])["deployments"]
+        booted = [d for d in deployments if d.get("booted")][0].get("container-image-reference-digest")
+        staged = [d.get("container-image-reference-digest") for d in deployments if d.get("staged")]
+        status, target, old = row["status"], row["target_digest"], row["old_digest"]
+        if status in ("activated", "unchanged"):
+            ok = booted == target
+        elif status == "failed" and row["rolled_back"]:
+            ok = booted == old and target not in staged
+        elif status == "failed":
+            ok = row["slot_held"] or row["booted_digest"] is not None
+        elif status in ("staged", "not_activated"):
+            ok = booted == old and staged == [target]
+        else:
+            ok = old is None or booted == old
+        if row["booted_digest"] is not None and row["booted_digest"] != booted:
+            ok = False
+        if not ok:
+            wrong.append((row["host"], status, row["reason"], {"booted": booted, "staged": staged}))
+    return wrong
+
+
 def _reboots(events):
     return [e["node"] for e in events if e["event"] == "reboot" and e.get("node") in NODES]
 
@@ -161,6 +194,7 @@ def test_rollout_happy_path_and_rerun(lab, fleet, tmp_path):
         assert report["counts"]["activated"] == 6
         for node in NODES:
             assert f.booted(node) == fleet["digest"], node
+        assert report_mismatches(lab, report) == []
         # The tag was resolved once: every host got the same digest.
         assert {r["target_digest"] for r in report["hosts"]} == {fleet["digest"]}
         assert {r["old_digest"] for r in report["hosts"]} == {lab.base_digest}
@@ -287,6 +321,7 @@ def test_rollout_fail_health_rolls_back_and_stops(lab, fleet, tmp_path):
         # node06 rebooted twice (activation, rollback), every activated host once, the others never.
         assert sorted(_reboots(proc.events)) == sorted(activated + ["node06", "node06"])
         assert "node06" in (tmp_path / "report" / "rollout-report.md").read_text()
+        assert report_mismatches(lab, proc.report) == []
         # The task files ran in the slot hold, in order: pre before the reboot, health after it, post
         # only on a healthy host; none on a host that got no slot.
         done = {node: lab.exec(node, ["cat", STEPS], check=False).stdout.split() for node in NODES}

@@ -17,7 +17,7 @@ import yaml
 
 from conftest import REPO, VENV_BIN, collections_path, read_hosts
 from test_rollout import (BUDGETS, NODES, POOLS, ROLLOUT, Fleet, _journal_intervals, _max_concurrent,
-                          _reboots, fleet)  # noqa: F401 (fleet is the module fixture)
+                          _reboots, fleet, report_mismatches)  # noqa: F401 (fleet is the module fixture)
 
 
 def _pinned(fleet):
@@ -234,6 +234,7 @@ def test_registry_stopped_during_stage_reboots_no_failed_stage(lab, fleet, tmp_p
         for node in set(NODES) - set(failed):
             assert rows[node]["status"] == "activated", rows[node]
         assert rebooted == set(NODES) - set(failed)
+        assert report_mismatches(lab, report) == []
         print("registry stop during stage: stopped %.1f s after the first blob read, %d stage(s) failed (%s), "
               "%d activated; %.1f s" % (stops[0]["ts"] - watch.seen["ts"], len(failed), ", ".join(failed),
                                         len(NODES) - len(failed), time.time() - began))

@@ -276,6 +276,19 @@ def test_a_steady_state_without_an_answer_is_not_a_failure_of_the_verified_host(
     assert acquire(world, "n2", book=book, timeout=0, hooks=PRE)["granted"]
 
 
+def test_a_fleetlock_wait_that_ends_without_a_slot_names_this_runs_holders():
+    # n1 verified, its steady-state unanswered (it keeps its FleetLock slot); n2 is refused until the timeout.
+    world = World(answers=[200, 503, 503, 503] + [409] * 10)
+    book = open_book(world, budgets={"a": 2})
+    Host(world)
+    first = acquire(world, book=book, fleetlock={"url": URL, "retry_delay": 1})
+    assert first["ansible_facts"]["os_activate_result"]["fleetlock_held"]
+    second = acquire(world, "n2", book=book, fleetlock={"url": URL, "timeout": 4, "retry_delay": 1})
+    assert not second["granted"]
+    assert second["reason"] == ("FleetLock gave no slot within 4 s (n2 refused, last answer 409; this run's hosts"
+                                " that hold one: n1)")
+
+
 def test_fleetlock_that_never_grants_gives_the_slot_back_and_stops_the_run():
     world = World(answers=[409] * 10)
     book = open_book(world)
