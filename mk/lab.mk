@@ -75,7 +75,8 @@ test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules
 # Balanced on CI's durations (stop 21: A 36 min, B 27, C 19 + the oldest core's 12): about 31 min each.
 LAB_TESTS_B := tests/lab/test_resume.py tests/lab/test_rollout.py tests/lab/test_bootc_rollout.py \
 	tests/lab/test_plan.py tests/lab/test_runner.py tests/lab/test_layering_rollout.py
-LAB_TESTS_C := tests/lab/test_rollout_failures.py tests/lab/test_adopt.py tests/lab/test_transports.py
+LAB_TESTS_C := tests/lab/test_rollout_failures.py tests/lab/test_adopt.py tests/lab/test_transports.py \
+	tests/lab/test_windows.py
 LAB_TESTS_A = $(filter-out $(LAB_TESTS_B) $(LAB_TESTS_C),$(sort $(patsubst $(REPO_ROOT)/%,%,$(wildcard $(REPO_ROOT)/tests/lab/test_*.py))))
 LAB2_ENV := FLEETLAB_NETNS=fleetlab2 FLEETLAB_SLICE=1 FLEETLAB_STATE=$(BUILD_DIR)/lab2/state FLEETLAB_INVENTORY=$(BUILD_DIR)/lab2/inventory
 LAB3_ENV := FLEETLAB_NETNS=fleetlabc FLEETLAB_SLICE=2 FLEETLAB_STATE=$(BUILD_DIR)/lab3/state FLEETLAB_INVENTORY=$(BUILD_DIR)/lab3/inventory

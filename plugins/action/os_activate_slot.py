@@ -321,7 +321,8 @@ class ActionModule(ActionBase):
         deadline = self._clock() + args["timeout"]
         while True:
             with self._book(args["book"]) as book:
-                answer, reason = _slots.try_acquire(book, host, self._clock(), take=written)
+                answer, reason = _slots.try_acquire(book, host, self._clock(), take=written,
+                                                    activation_seconds=config["reboot"]["reboot_timeout"])
                 if not written and (answer in ("free", "granted") or (
                         answer == "wait" and not _slots.lease_can_wait(book, host))):
                     reason = self._controller_gone(controller)

@@ -6,7 +6,8 @@
 
 """Filters for the rolling rollout: budgets and the report.
 
-Documented in the rollout_*.yml files next to this one. Pure functions, no I/O.
+Documented in the rollout_*.yml files next to this one. Pure functions, no I/O; only
+``rollout_pool_windows`` reads the clock, when it is not given the time.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ import math
 import re
 from html import escape
 
+from datetime import datetime, timezone
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _windows
 
 _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _INT_RE = re.compile(r"^\s*(\d+)\s*$")
@@ -126,6 +131,12 @@ def rollout_report_markdown(report):
     if report.get("stop_reason"):
         lines.append("")
         lines.append("Stopped: %s" % report["stop_reason"])
+    windows = report.get("windows_closed") or {}
+    for name in sorted(windows):
+        lines.append("")
+        lines.append("Pool %s: its maintenance window gave no more slots (%s); %d host(s) left staged; its next window"
+                     " opens at %s." % (_cell(name), windows[name].get("reason"), len(windows[name].get("hosts") or []),
+                                        _next_window_text(windows[name])))
     lines += ["", "## Pools", "", "| pool | budget | hosts | " + " | ".join(_STATUSES) + " |",
               "|---|---|---|" + "---|" * len(_STATUSES)]
     for name in sorted(report.get("pools", {})):
@@ -155,6 +166,12 @@ def rollout_report_markdown(report):
             "yes" if row.get("rolled_back") else "no", _cell(_reason(row))))
     lines += ["", "Times are seconds after the start of the rollout. Timeline: rollout-timeline.svg.", ""]
     return "\n".join(lines)
+
+
+def _next_window_text(info):
+    """``2026-12-12 02:00 Europe/Berlin (2026-12-12T01:00:00+00:00)``: a pool's next window, in its zone and UTC."""
+    local, utc = info.get("next_open_local"), info.get("next_open")
+    return "%s (%s)" % (local, utc) if local and utc else local or utc or "-"
 
 
 def _reason(row):
@@ -260,6 +277,10 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
     summary = summary if isinstance(summary, dict) else {}
     started = set(summary.get("started") or [])
     records = summary.get("records") if isinstance(summary.get("records"), dict) else {}
+    windows = summary.get("windows_closed") if isinstance(summary.get("windows_closed"), dict) else {}
+    # Host -> the reason its pool's maintenance window gave it no slot.
+    closed = dict((host, "%s; the next window of pool %s opens at %s" % (
+        info.get("reason"), pool, _next_window_text(info))) for pool, info in windows.items() for host in info.get("hosts") or [])
     rows = []
     for hv in hosts:
         plan = _get(hv, "__fleetos_rollout_plan") or {}
@@ -319,6 +340,10 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
                 row["reason"] = act.get("reason") or "unreachable during the activation; its budget slot stays taken"
                 if act.get("status") == "started":
                     row["slot_held"] = True
+        elif host in closed:
+            # Not a failure: staged, for a rerun inside the pool's next window.
+            row["status"] = "staged"
+            row["reason"] = "staged, not activated: %s" % closed[host]
         elif not activate and not summary.get("stop_reason"):
             row["status"] = "staged"
             row["reason"] = "staged for the next boot; activation was not requested (fleetos_rollout_activate: false)"
@@ -346,11 +371,14 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
     return {
         "rollout": rollout,
         "started_at": _num(started_at), "started_at_text": started_at_text, "ended_at": _num(ended_at),
-        "result": "canary_verified" if canary_verified else "failed" if bad else "staged" if staged else "success",
+        "result": "canary_verified" if canary_verified else "failed" if bad else "window_closed" if closed
+        else "staged" if staged else "success",
         # None when the run did not stop (ansible-core before 2.19 renders an unset reason as "").
         "stop_reason": summary.get("stop_reason") or None,
         "max_failures": summary.get("max_failures"),
         "slots": summary.get("slots") or [],
+        # Pool -> {reason, hosts (left staged), next_open (UTC), next_open_local, zone}.
+        "windows_closed": windows,
         "most_held": summary.get("most_held") or {},
         "pools": pools,
         "counts": dict((s, sum(1 for r in rows if r["status"] == s)) for s in _STATUSES),
@@ -360,6 +388,48 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
     }
 
 
+def rollout_pool_windows(hosts, now=None):
+    """Each pool's maintenance windows and where they stand at ``now`` (seconds since the epoch; the
+    clock when None), from the hosts' variables (``fleetos_pool``, ``fleetos_rollout_windows``,
+    ``fleetos_rollout_windows_timezone``): ``{pool: {open, closes_at, next_open, next_open_local, zone,
+    text}}`` for the pools that have windows. A pool whose hosts disagree, or whose windows are not
+    valid, has ``problem`` and its ``text`` says so."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollout_pool_windows: the input must be a list of host variable mappings")
+    moment = _windows.now() if now is None else datetime.fromtimestamp(float(now), timezone.utc)
+    pools = {}
+    for hv in hosts:
+        if not isinstance(hv, dict) and not hasattr(hv, "get"):
+            continue
+        windows, zone = hv.get("fleetos_rollout_windows") or [], hv.get("fleetos_rollout_windows_timezone") or "UTC"
+        pool = str(hv.get("fleetos_pool") or "default")
+        host = hv.get("inventory_hostname")
+        known = pools.setdefault(pool, {"windows": windows, "timezone": zone, "host": host})
+        if (known["windows"], known["timezone"]) != (windows, zone) and "problem" not in known:
+            known["problem"] = "the hosts %s and %s have different maintenance windows" % (known["host"], host)
+    out = {}
+    for pool in sorted(pools):
+        known = pools[pool]
+        if not known["windows"] and not known.get("problem"):
+            continue
+        try:
+            sched = _windows.schedule(known["windows"], known["timezone"])
+        except ValueError as exc:
+            known.setdefault("problem", str(exc))
+        if known.get("problem"):
+            out[pool] = {"problem": known["problem"], "text": "pool %s: %s" % (pool, known["problem"])}
+            continue
+        where = sched.describe_next(moment)
+        if where["open"]:
+            where["text"] = "pool %s: inside a maintenance window until %s; the next opens at %s" % (
+                pool, sched.when(sched.open_at(moment)), sched.when(sched.next_window(moment)))
+        else:
+            where["text"] = "pool %s: outside its maintenance windows; the next opens at %s" % (
+                pool, sched.when(sched.next_open(moment)))
+        out[pool] = where
+    return out
+
+
 class FilterModule:
     """Rollout planning and reporting."""
 
@@ -367,6 +437,7 @@ class FilterModule:
         return {
             "rollout_budget": rollout_budget,
             "rollout_pool_budgets": rollout_pool_budgets,
+            "rollout_pool_windows": rollout_pool_windows,
             "rollout_report": rollout_report,
             "rollout_report_markdown": rollout_report_markdown,
             "rollout_timeline_svg": rollout_timeline_svg,

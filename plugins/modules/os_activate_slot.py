@@ -77,6 +77,13 @@ options:
     description:
       - O(op=open), the hosts to activate in rollout order, each a mapping with C(host), C(pool) and, optionally,
         C(first) - the hosts after it in its pool's order wait up to 10 seconds for it to ask.
+      - Optionally, the maintenance windows of the host's pool, the same on every host of the pool -
+        C(windows) (a list of C(days), C(start) and C(length_minutes), empty for none), C(windows_timezone)
+        (an IANA zone name, V(localtime) or V(UTC)) and C(activation_seconds), the time one activation is
+        expected to take. O(op=acquire) grants a slot only inside a window with that long left in it; without
+        C(activation_seconds), the longest activation of the pool this run measured, or the reboot timeout
+        before the first one ended. A host refused for its window is named in the summary's
+        C(windows_closed) with its pool's next window. A host that goes C(first) only verifies, so no window holds it.
     type: list
     elements: dict
   budgets:
@@ -397,7 +404,9 @@ os_activate_summary:
   description:
     - O(op=close), the run - budgets, max_failures, started (in the order the slots were granted), failed, stage_failed,
       not_activated, stop_reason, canary, canary_verified, slots (each grant with granted_at, released_at,
-      holds_slot, status), most_held (each pool's most slots held at once) and records (each host's record).
+      holds_slot, status), most_held (each pool's most slots held at once), records (each host's record) and
+      windows_closed (each pool whose maintenance window refused a slot - reason, hosts, next_open in UTC,
+      next_open_local, zone).
   returned: op is close
   type: dict
   sample: {budgets: {blue: 2}, started: [node01, node02], failed: [], stop_reason: null}

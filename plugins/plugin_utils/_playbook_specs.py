@@ -14,7 +14,8 @@ any host is contacted; its messages differ between ansible-core releases and spa
 ``variable_errors`` words the failures itself: each failing variable is validated alone, with
 the same validator, and named once with its value, the hosts (when not all of them have that
 value) and the accepted form. A count-or-percentage budget is ``type: raw`` in a spec (an
-argument spec cannot say "2 or 25%"); ``FORMS`` checks it.
+argument spec cannot say "2 or 25%"); ``FORMS`` checks it. The maintenance windows are ``type: raw``
+too: each bad field of them (``fleetos_rollout_windows[0].start``) is named by ``_windows``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import plain
+from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import problems as window_problems
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC_DIR = os.path.join("playbooks", "specs")
@@ -50,9 +52,15 @@ def _count_or_percent(value):
     return False
 
 
+# The maintenance windows of a pool and their zone (``type: raw`` in a spec), checked by ``_windows``.
+WINDOWS = "fleetos_rollout_windows"
 _BUDGET = (_count_or_percent, "a count or a percentage up to 100%, such as 2 or 25%")
+# The maintenance windows and their zone: every bad field is named by ``_windows`` (``variable_errors``),
+# so the value as a whole passes here.
+_WINDOWS = (lambda value: True, "maintenance windows as docs/rollout.md describes them")
 # The raw options of the specs and the form each must have.
-FORMS = {"fleetos_pool_max_unavailable": _BUDGET, "fleetos_rollout_max_failures": _BUDGET}
+FORMS = {"fleetos_pool_max_unavailable": _BUDGET, "fleetos_rollout_max_failures": _BUDGET,
+         WINDOWS: _WINDOWS, WINDOWS + "_timezone": _WINDOWS}
 _TYPE_FORMS = {
     "bool": "true or false",
     "int": "an integer",
@@ -165,6 +173,11 @@ def variable_errors(results, playbook, root=_ROOT):
                 form = checked[(name, key)]
             if form is not None:
                 failing.setdefault((name, _shown(values[name]), form), []).append(host)
+                found = True
+        if WINDOWS in spec and (WINDOWS in values or WINDOWS + "_timezone" in values):
+            # The windows and their zone are raw in the spec: each bad field is named here.
+            for field, value, form in window_problems(values.get(WINDOWS), values.get(WINDOWS + "_timezone", "UTC"), WINDOWS):
+                failing.setdefault((field, _shown(value), form), []).append(host)
                 found = True
         if result.get("argument_errors") and not found:
             unexplained.append((host, result["argument_errors"]))

@@ -19,8 +19,8 @@ they take the book and ``now`` and change the book; the action plugin
 Host states: ``queued`` (not asked yet), ``waiting`` (asked, no free slot yet),
 ``holding`` (has a slot), ``done`` (released its slot), ``lost`` (finished but keeps its
 slot: it went down and did not come back, or its rollback failed), ``not_activated``
-(never got a slot: the run stopped, FleetLock gave none, or every slot of its pool is
-held by lost hosts).
+(never got a slot: the run stopped, FleetLock gave none, every slot of its pool is
+held by lost hosts, or its pool's maintenance window was closed or about to close).
 
 Each host's activation record (``os_activate_result``) is built here, in one place, by
 ``new_record``, ``record_event`` and ``record_failure``.
@@ -33,10 +33,12 @@ import fcntl
 import json
 import os
 import tempfile
+from datetime import datetime, timezone
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
+from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import schedule
 
 VERSION = 1
 STATES = ("queued", "waiting", "holding", "done", "lost", "not_activated")
@@ -75,6 +77,10 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
     failed, no new slot is granted. A host waits up to ``settle`` seconds for the hosts before
     it in its pool's order that go ``first`` (a host a killed run rebooted, which may still
     hold its FleetLock slot) to ask too; the others are served as they ask.
+
+    A host mapping may carry its pool's maintenance windows: ``windows`` (``fleetos_rollout_windows``),
+    ``windows_timezone`` and ``activation_seconds`` (the time one activation is expected to take,
+    checked against the time left in the window); every host of a pool must carry the same.
     """
     if not isinstance(hosts, (list, tuple)):
         raise SlotError("hosts must be a list of {host, pool} mappings, not %r" % (hosts,))
@@ -94,11 +100,60 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
         if pool not in budgets:
             raise SlotError("pool %s of host %s has no budget" % (pool, host))
         book["pools"].setdefault(pool, {"budget": _int(budgets[pool], "the budget of pool %s" % pool, 0)})
+        _pool_windows(book["pools"][pool], pool, host, item)
         book["order"].append(host)
         book["hosts"][host] = {"pool": pool, "state": "queued", "locked": False, "first": bool(item.get("first")),
                                "asked_at": None, "granted_at": None, "released_at": None}
     book["canary"] = book["order"][:_int(canary or 0, "canary", 0)]
     return book
+
+
+def _pool_windows(pool_entry, pool, host, item):
+    """Keep the maintenance windows a host carries as its pool's; a host of the pool that carries
+    others is an error."""
+    # Unset, it arrives as None, or as "" or "None" from an ansible-core before 2.19 that renders templates as text.
+    seconds = item.get("activation_seconds")
+    windows = {"windows": item.get("windows") or [], "timezone": item.get("windows_timezone") or "UTC",
+               "activation_seconds": None if seconds in (None, "", "None") else seconds}
+    if windows["activation_seconds"] is not None:
+        windows["activation_seconds"] = _int(windows["activation_seconds"], "activation_seconds of host %s" % host, 0)
+    try:
+        schedule(windows["windows"], windows["timezone"])
+    except ValueError as exc:
+        raise SlotError("host %s: %s" % (host, exc))
+    known = pool_entry.setdefault("windows", dict(windows, host=host))
+    if dict(known, host=host) != dict(windows, host=host):
+        raise SlotError("the hosts %s and %s of pool %s have different maintenance windows (fleetos_rollout_windows,"
+                        " fleetos_rollout_windows_timezone, fleetos_rollout_windows_activation_seconds): set them for"
+                        " the pool's group" % (known["host"], host, pool))
+
+
+def window_problem(book, pool, now, default_seconds):
+    """Why a host of ``pool`` may not start an activation at ``now`` for its maintenance windows, or
+    None when it may (no windows, or open long enough).
+
+    The activation is expected to take the pool's ``activation_seconds`` when set; else the longest
+    activation of the pool this run measured (slot granted to slot freed), or ``default_seconds``
+    (the reboot timeout) before the first one ended."""
+    windows = book["pools"][pool].get("windows") or {}
+    if not windows.get("windows"):
+        return None
+    needed = windows.get("activation_seconds")
+    if needed is None:
+        measured = [book["hosts"][h]["released_at"] - book["hosts"][h]["granted_at"] for h in book["grants"]
+                    if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] == "done"
+                    and book["hosts"][h]["released_at"] is not None]
+        needed = max(measured) if measured else default_seconds
+    sched = schedule(windows["windows"], windows["timezone"])
+    moment = datetime.fromtimestamp(float(now), timezone.utc)
+    ok, reason = sched.may_start(moment, needed or 0)
+    if ok:
+        return None
+    closed = book.setdefault("windows_closed", {}).setdefault(pool, {"reason": reason, "hosts": []})
+    closed.update(sched.describe_next(moment))
+    closed["next_open"] = sched.next_window(moment).isoformat()
+    closed["next_open_local"] = sched.local(sched.next_window(moment))
+    return "the maintenance window of pool %s: %s" % (pool, reason)
 
 
 def _host(book, host):
@@ -118,15 +173,18 @@ def _give_up(book, host, reason, now):
     return "refused", reason
 
 
-def try_acquire(book, host, now, take=True):
+def try_acquire(book, host, now, take=True, activation_seconds=0):
     """Ask for a slot of the host's pool: -> (answer, reason).
 
     ``answer`` is ``granted`` (the host holds a slot now, or held it already: a slot
     is recursive), ``wait`` (no free slot yet: ask again) or ``refused`` (no slot will
-    come: the run stopped, or every slot of the pool is held by hosts that did not come
-    back). Free slots go to the waiting hosts of the pool in rollout order. With ``take``
-    false, the host is counted as waiting but not granted the slot it would get: the
-    answer is then ``free`` instead of ``granted``.
+    come: the run stopped, every slot of the pool is held by hosts that did not come
+    back, or the pool's maintenance window is closed or closes before an activation
+    would end; ``activation_seconds``: see ``window_problem``). A host that goes first
+    only verifies a boot that happened already: no window holds it. Free slots go to the
+    waiting hosts of the pool in rollout order. With ``take`` false, the host is counted
+    as waiting but not granted the slot it would get: the answer is then ``free`` instead
+    of ``granted``.
     """
     entry = _host(book, host)
     state = entry["state"]
@@ -145,6 +203,10 @@ def try_acquire(book, host, now, take=True):
                   % (pool, len(lost), ", ".join(lost)))
         book["blocked"][pool] = reason
         return _give_up(book, host, reason, now)
+    closed = None if entry.get("first") else window_problem(book, pool, now, activation_seconds)
+    if closed:
+        book["windows_closed"][pool]["hosts"].append(host)
+        return _give_up(book, host, closed, now)
     if state == "queued":
         entry.update(state="waiting", asked_at=float(now))
     before = book["order"][:book["order"].index(host)]
@@ -178,6 +240,9 @@ def park_reason(book, host, running):
     """
     entry = book["hosts"].get(host)
     if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"] or entry.get("first"):
+        return None
+    if entry["pool"] in (book.get("windows_closed") or {}):
+        # Its window closed: let it ask, to be told so at once.
         return None
     if len(_failures(book)) >= book["max_failures"]:
         return None
@@ -468,6 +533,8 @@ def summary(book):
         "canary_verified": bool(book["canary_verified"]),
         "slots": slots,
         "records": dict((h, book["records"][h]) for h in book["grants"] if h in book["records"]),
+        # Pool -> why its window refused slots, the hosts it refused, and when its next window opens.
+        "windows_closed": dict(book.get("windows_closed") or {}),
     }
 
 

@@ -66,7 +66,13 @@ def job_stats(report, kind, report_dir=None):
     else:
         result = report.get("result")
         counts = dict(report.get("counts") or counts)
-    return {STATS_PREFIX + kind: {
+    stats = {
         "kind": kind, "result": result, "counts": counts, "stop_reason": report.get("stop_reason"),
         "rollout": report.get("rollout"), "report_dir": report_dir, "hosts": hosts,
-    }}
+    }
+    if kind == "rollout":
+        # Pool -> hosts left staged by its closed maintenance window, and when its next window opens.
+        stats["windows_closed"] = dict((pool, {
+            "remaining": len(info.get("hosts") or []), "next_open": info.get("next_open"),
+            "next_open_local": info.get("next_open_local")}) for pool, info in (report.get("windows_closed") or {}).items())
+    return {STATS_PREFIX + kind: stats}

@@ -714,3 +714,19 @@ def test_op_fail_before_any_slot_takes_the_host_out():
     assert not failed.get("failed") and failed["ansible_facts"]["os_activate_result"] is None
     summary = run(world, op="close", book=book)["ansible_facts"]["os_activate_summary"]
     assert summary["not_activated"] == ["n1", "n2"] and summary["started"] == []
+
+
+def test_a_closed_window_refuses_the_slot_before_fleetlock_is_asked():
+    world = World()
+    # The clock at 1000 s after the epoch: Thursday 1970-01-01 00:16 UTC; the pool's only window is on Mondays.
+    window = [{"days": ["Mon"], "start": "02:00", "length_minutes": 60}]
+    hosts = [{"host": "n1", "pool": "a", "windows": window, "windows_timezone": "UTC", "activation_seconds": 60}]
+    result = run(world, op="open", hosts=hosts, budgets={"a": 1})
+    host = Host(world)
+    refused = acquire(world, book=result["book"], fleetlock={"url": URL})
+    assert not refused["granted"]
+    assert refused["reason"] == ("the maintenance window of pool a: outside every maintenance window; the next opens at"
+                                 " 1970-01-05 02:00 UTC")
+    assert world.calls == [] and host.commands == []
+    closed = run(world, op="close", book=result["book"])["ansible_facts"]["os_activate_summary"]["windows_closed"]
+    assert closed["a"]["hosts"] == ["n1"] and closed["a"]["next_open"] == "1970-01-05T02:00:00+00:00"

@@ -157,7 +157,8 @@ def test_render_rejects_non_report(func):
 
 def test_filters_registered():
     names = set(rollout.FilterModule().filters())
-    assert names == {"rollout_budget", "rollout_pool_budgets", "rollout_report", "rollout_report_markdown", "rollout_timeline_svg"}
+    assert names == {"rollout_budget", "rollout_pool_budgets", "rollout_pool_windows", "rollout_report",
+                     "rollout_report_markdown", "rollout_timeline_svg"}
 
 
 def test_a_failed_plan_and_a_host_without_a_plan_are_plan_failed():
@@ -215,3 +216,56 @@ def test_a_verified_host_whose_fleetlock_slot_stays_taken_is_activated_and_says_
     [row] = report["hosts"]
     assert row["status"] == "activated" and report["result"] == "success"
     assert "its FleetLock slot stays taken until FleetLock answers" in row["reason"]
+
+
+def test_hosts_a_closed_window_left_are_staged_and_the_result_is_window_closed():
+    fleet = _fleet()
+    closed = {"a": {"reason": "the maintenance window closes at 2026-12-05 11:00 UTC, 300 s left, less than the 600 s"
+                              " an activation takes", "hosts": ["n4"], "next_open": "2026-12-12T10:00:00+00:00",
+                    "next_open_local": "2026-12-12 11:00 Europe/Berlin", "zone": "Europe/Berlin"}}
+    report = rollout.rollout_report([fleet[0], fleet[3], fleet[5]], {"started": ["n1"], "windows_closed": closed})
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert (report["result"], rows["n1"]["status"], rows["n4"]["status"]) == ("window_closed", "activated", "staged")
+    assert rows["n4"]["reason"] == (
+        "staged, not activated: the maintenance window closes at 2026-12-05 11:00 UTC, 300 s left, less than the"
+        " 600 s an activation takes; the next window of pool a opens at 2026-12-12 11:00 Europe/Berlin"
+        " (2026-12-12T10:00:00+00:00)")
+    assert report["windows_closed"] == closed
+    assert ("Pool a: its maintenance window gave no more slots (the maintenance window closes at 2026-12-05 11:00 UTC"
+            in rollout.rollout_report_markdown(report))
+    assert "1 host(s) left staged; its next window opens at 2026-12-12 11:00 Europe/Berlin" \
+        in rollout.rollout_report_markdown(report)
+    # A failure besides is still a failure.
+    assert rollout.rollout_report([fleet[0], fleet[3], fleet[4]], {"started": ["n1"], "windows_closed": closed})[
+        "result"] == "failed"
+
+
+def test_rollout_pool_windows_says_where_each_pool_stands_in_its_zone_and_in_utc():
+    weekend = [{"days": ["Sat", "Sun"], "start": "02:00", "length_minutes": 240}]
+    hosts = [
+        {"inventory_hostname": "n1", "fleetos_pool": "blue", "fleetos_rollout_windows": weekend,
+         "fleetos_rollout_windows_timezone": "Europe/Berlin"},
+        {"inventory_hostname": "n2", "fleetos_pool": "blue", "fleetos_rollout_windows": weekend,
+         "fleetos_rollout_windows_timezone": "Europe/Berlin"},
+        {"inventory_hostname": "n3", "fleetos_pool": "green"},
+        {"inventory_hostname": "n4", "fleetos_pool": "red", "fleetos_rollout_windows": weekend},
+        {"inventory_hostname": "n5", "fleetos_pool": "plain", "fleetos_rollout_windows": []},
+        {"inventory_hostname": "n8", "fleetos_pool": "amber", "fleetos_rollout_windows": []},
+        {"inventory_hostname": "n9", "fleetos_pool": "amber", "fleetos_rollout_windows": weekend},
+        {"inventory_hostname": "n6", "fleetos_pool": "gold", "fleetos_rollout_windows": weekend},
+        {"inventory_hostname": "n7", "fleetos_pool": "gold", "fleetos_rollout_windows": weekend,
+         "fleetos_rollout_windows_timezone": "Asia/Tokyo"},
+    ]
+    # Saturday 2026-12-05 01:30 UTC: 02:30 in Berlin (open until 06:00, 05:00 UTC), 01:30 in UTC (closed).
+    found = rollout.rollout_pool_windows(hosts, now=1796434200)
+    assert sorted(found) == ["amber", "blue", "gold", "red"]
+    assert found["amber"]["problem"] == "the hosts n8 and n9 have different maintenance windows"
+    assert found["blue"]["open"] and found["blue"]["closes_at"] == "2026-12-05T05:00:00+00:00"
+    assert found["blue"]["text"] == ("pool blue: inside a maintenance window until 2026-12-05 06:00 Europe/Berlin"
+                                     " (2026-12-05 05:00 UTC); the next opens at 2026-12-06 02:00 Europe/Berlin"
+                                     " (2026-12-06 01:00 UTC)")
+    assert not found["red"]["open"] and found["red"]["next_open"] == "2026-12-05T02:00:00+00:00"
+    assert found["red"]["text"] == "pool red: outside its maintenance windows; the next opens at 2026-12-05 02:00 UTC"
+    assert found["gold"]["text"] == "pool gold: the hosts n6 and n7 have different maintenance windows"
+    with pytest.raises(AnsibleFilterError):
+        rollout.rollout_pool_windows("n1")

@@ -115,3 +115,25 @@ def test_a_budget_is_what_rollout_budget_reads(value):
     except AnsibleFilterError:
         expected = False
     assert _playbook_specs.FORMS["fleetos_rollout_max_failures"][0](value) is expected
+
+
+def test_each_bad_field_of_a_pools_maintenance_windows_is_named_with_its_hosts():
+    good = [{"days": ["Sat", "Sun"], "start": "02:00", "length_minutes": 240}]
+    bad = [{"days": ["Sat", "Sunday"], "start": "2:00", "length_minutes": 240}]
+
+    def values(host):
+        if host.startswith("db"):
+            return {"fleetos_rollout_windows": bad, "fleetos_rollout_windows_timezone": "Europe/Berlin"}
+        return {"fleetos_rollout_windows": good, "fleetos_rollout_windows_timezone": "Mars/Base"}
+    found = playbook_variable_errors(results(values), "rollout")
+    assert found == [
+        "The variable fleetos_rollout_windows[0].days[1] is 'Sunday' on db-01, db-02, db-03; it must be a list of days"
+        " among Mon, Tue, Wed, Thu, Fri, Sat, Sun, each once.",
+        "The variable fleetos_rollout_windows[0].start is '2:00' on db-01, db-02, db-03; it must be \"HH:MM\" in"
+        " 24-hour time, such as \"02:30\".",
+        "The variable fleetos_rollout_windows_timezone is 'Mars/Base' on web-01, web-02, web-03, web-04; it must be an"
+        " IANA time zone name such as Europe/Berlin, or localtime or UTC."]
+    assert playbook_variable_errors(results(lambda host: {"fleetos_rollout_windows": good}), "plan") == []
+    assert playbook_variable_errors(results(lambda host: {"fleetos_rollout_windows": "Sat 02:00"}), "rollout") == [
+        "The variable fleetos_rollout_windows is 'Sat 02:00'; it must be a list of mappings with the keys days, start"
+        " and length_minutes, or empty."]

@@ -424,3 +424,77 @@ def test_dropping_a_host_that_asked_changes_nothing():
     b = book("a:n1,n2", {"a": 1}, max_failures=5, canary=1)
     _slots.drop(b, "n1", "stage failed: x", 1, failed=True)
     assert _slots.close_canary(b) == "the canary batch failed (n1)"
+
+
+# Saturday 2026-12-05 10:00 UTC, and a window of pool a from then on for an hour.
+SAT_10 = 1796464800.0
+SAT_WINDOW = [{"days": ["Sat"], "start": "10:00", "length_minutes": 60}]
+
+
+def windowed(seconds=600, spec="a:n1,n2,n3 b:n4", budgets=None):
+    items = hosts(spec)
+    for item in items:
+        if item["pool"] == "a":
+            item.update(windows=SAT_WINDOW, windows_timezone="UTC", activation_seconds=seconds)
+    return _slots.new_book(items, budgets or {"a": 1, "b": 1}, 1, now=SAT_10)
+
+
+def test_a_slot_is_granted_only_while_the_window_has_an_activation_left_in_it():
+    b = windowed()
+    assert _slots.try_acquire(b, "n1", SAT_10 + 60) == ("granted", None)
+    activate(b, "n1", SAT_10 + 120)
+    # 10:55: 300 s left, less than the 600 s an activation takes: refused, not a failure, the run goes on.
+    answer, reason = _slots.try_acquire(b, "n2", SAT_10 + 3300)
+    assert answer == "refused"
+    assert reason == ("the maintenance window of pool a: the maintenance window closes at 2026-12-05 11:00 UTC, 300 s"
+                      " left, less than the 600 s an activation takes")
+    assert b["stop"] is None and _slots.failed_hosts(b) == []
+    # Pool b has no window: its host is served.
+    assert _slots.try_acquire(b, "n4", SAT_10 + 3300) == ("granted", None)
+    # After the close: outside every window, the next named.
+    answer, reason = _slots.try_acquire(b, "n3", SAT_10 + 7200)
+    assert answer == "refused" and reason.endswith("outside every maintenance window; the next opens at"
+                                                   " 2026-12-12 10:00 UTC")
+    closed = _slots.summary(b)["windows_closed"]
+    assert list(closed) == ["a"] and closed["a"]["hosts"] == ["n2", "n3"]
+    assert closed["a"]["next_open"] == "2026-12-12T10:00:00+00:00"
+    assert closed["a"]["next_open_local"] == "2026-12-12 10:00 UTC"
+    assert closed["a"]["reason"].startswith("the maintenance window closes at 2026-12-05 11:00 UTC")
+
+
+def test_the_activation_time_is_the_longest_measured_in_the_pool_else_the_reboot_timeout():
+    b = windowed(seconds=None)
+    # 10:10, 3000 s left: enough for the reboot timeout (1200 s) before anything was measured.
+    assert _slots.try_acquire(b, "n1", SAT_10 + 600, activation_seconds=1200)[0] == "granted"
+    _slots.new_record(b, "n1", "finalize", T)
+    _slots.record_event(b, "n1", "verified", SAT_10 + 800)
+    _slots.release(b, "n1", SAT_10 + 900)
+    # 10:50, 600 s left: n1 took 300 s, so n2 is granted although the reboot timeout is 1200 s.
+    assert _slots.try_acquire(b, "n2", SAT_10 + 3000, activation_seconds=1200)[0] == "granted"
+    # Nothing measured yet in a new book: the reboot timeout decides.
+    assert windowed(seconds=None)["pools"]["a"]["windows"]["activation_seconds"] is None
+    assert _slots.try_acquire(windowed(seconds=None), "n1", SAT_10 + 3000, activation_seconds=1200)[0] == "refused"
+
+
+def test_a_host_that_only_verifies_is_not_held_by_the_window_and_a_closed_pool_parks_nobody():
+    b = first(windowed(), "n1")
+    assert _slots.try_acquire(b, "n1", SAT_10 + 7200)[0] == "granted"
+    assert _slots.try_acquire(b, "n2", SAT_10 + 7200)[0] == "refused"
+    # n3 is let go to ask (and be told the window is closed) although n1 holds pool a's only slot.
+    assert _slots.park_reason(b, "n3", running={"n1"}) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"windows_timezone": "Europe/Berlin"}, "the hosts n1 and n2 of pool a have different maintenance windows"),
+        ({"activation_seconds": 60}, "the hosts n1 and n2 of pool a have different maintenance windows"),
+        ({"windows": [{"days": ["Sat"], "start": "25:00", "length_minutes": 60}]},
+         r"host n2: The maintenance windows cannot be used: fleetos_rollout_windows\[0\].start is '25:00'"),
+    ],
+)
+def test_the_windows_of_a_pool_are_one(change, message):
+    items = [dict(item, windows=SAT_WINDOW, windows_timezone="UTC", activation_seconds=600) for item in hosts("a:n1,n2")]
+    items[1].update(change)
+    with pytest.raises(_slots.SlotError, match=message):
+        _slots.new_book(items, {"a": 1}, 1)

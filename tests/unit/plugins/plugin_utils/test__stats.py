@@ -48,3 +48,15 @@ def test_status_names_staged_hosts():
 def test_bad_input(report, kind):
     with pytest.raises(InvalidInputError):
         job_stats(report, kind)
+
+
+def test_a_rollout_a_closed_window_left_says_how_many_remain_and_when_the_next_window_opens():
+    report = {"rollout": "r2", "result": "window_closed", "counts": {"activated": 1, "staged": 2},
+              "windows_closed": {"a": {"reason": "outside every maintenance window", "hosts": ["n2", "n3"],
+                                       "next_open": "2026-12-12T10:00:00+00:00", "next_open_local": "2026-12-12 10:00 UTC"}},
+              "hosts": [{"host": "n1", "status": "activated", "target_digest": B, "booted_digest": B}]}
+    value = job_stats(report, "rollout")["fleetos_last_rollout"]
+    assert value["result"] == "window_closed"
+    assert value["windows_closed"] == {"a": {"remaining": 2, "next_open": "2026-12-12T10:00:00+00:00",
+                                             "next_open_local": "2026-12-12 10:00 UTC"}}
+    assert "windows_closed" not in job_stats(report, "rollback")["fleetos_last_rollback"]
