@@ -80,6 +80,24 @@ def match_label_selector(labels, selector):
         raise AnsibleFilterError(exc.msg) from None
 
 
+# The sentence a plan starts with when no host was given a MachineImage source.
+NO_SOURCE = ("No MachineImage source was read: no host has fleetos_machine_image (the inventory plugin"
+             " fleetos.layering.machine_images sets it), fleetos_machine_images_dir is not set and there is no"
+             " machine_images directory beside the inventory, so every host gets its pool default or fleetos_rollout_image")
+
+
+def machine_image_sources(hosts, hostvars, manifests_dir=None, default_dir=None):
+    """Filter: whether the run read a MachineImage source -> ``{read, message}``: a manifests directory named
+    (``manifests_dir``), the directory the role machine_image reads when none is named (``default_dir``, when it
+    exists), or the inventory plugin's result on a host of ``hosts`` (looked up until the first one has it)."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("machine_image_sources needs a list of host names, such as ansible_play_hosts")
+    if (manifests_dir not in (None, "") or (default_dir not in (None, "") and os.path.isdir(default_dir))
+            or any("fleetos_machine_image" in hostvars[host] for host in hosts)):
+        return {"read": True, "message": None}
+    return {"read": False, "message": NO_SOURCE}
+
+
 class FilterModule:
     """MachineImage resolution and Kubernetes label selectors."""
 
@@ -90,4 +108,5 @@ class FilterModule:
             "resolve_machine_image": resolve_machine_image,
             "match_label_selector": match_label_selector,
             "machine_image_warnings": machine_image_warnings,
+            "machine_image_sources": machine_image_sources,
         }

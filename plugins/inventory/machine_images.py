@@ -21,7 +21,11 @@ description:
   - Built on P(ansible.builtin.constructed#inventory); O(compose), O(groups) and O(keyed_groups) see
     the new variable.
   - This source must come after the sources that define the hosts, their labels and their pools
-    (give it last with C(-i), or name it so that it sorts after them in an inventory directory).
+    (give it last with C(-i), or name it so that it sorts after them in an inventory directory). A source
+    that finds no host of O(hosts_group) fails, naming this - as when AWX syncs it alone as an inventory
+    source of its own; make it part of the source that defines the hosts (an inventory directory).
+  - In an inventory directory, keep O(manifests_dir) outside it, such as C(../machine_images), since Ansible
+    reads every file of the directory as an inventory source, manifests included.
   - A C(MachineImage) may name a C(LayeredImage) (C(spec.layeredImage)) instead of an image; its result then has
     C(layered_image) and no image.
   - An invalid manifest, a conflict (two objects matching one host at the same level), an image
@@ -155,6 +159,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             hosts = [h.name for h in inventory.groups[group].get_hosts()]
         else:
             raise AnsibleParserError("%s: hosts_group %r is not a group of the inventory" % (path, group))
+        if not hosts:
+            # Alone (AWX syncs each inventory source on its own) it would give every host nothing, in silence.
+            raise AnsibleParserError(
+                "%s: no host of group %r is in the inventory when this MachineImage source is read; it assigns images"
+                " to the hosts the sources before it define, so give it after them (-i hosts.yml -i machine_images.yml)"
+                " or, in AWX, in the same inventory source as them (docs/awx.md)" % (path, group))
 
         fact_cache = cache_loader.get(C.CACHE_PLUGIN)
         result_var = self.get_option("result_var")

@@ -147,7 +147,7 @@ def report(plans, manifest_errors=(), warnings=(), report_dir=None, each_host=Tr
         "hosts": [host_lines(row) for row in rows] if each_host else [],
         "markdown": markdown(rows, manifest_errors, warnings),
         "json": plan_json(rows, manifest_errors, warnings),
-        "stats": job_stats({"hosts": rows}, "plan", report_dir=report_dir),
+        "stats": job_stats({"hosts": rows, "warnings": warnings}, "plan", report_dir=report_dir),
         "count": len(rows),
         "errors": len(errors),
         "reasons": reasons,

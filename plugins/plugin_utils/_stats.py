@@ -70,6 +70,9 @@ def job_stats(report, kind, report_dir=None):
         "kind": kind, "result": result, "counts": counts, "stop_reason": report.get("stop_reason"),
         "rollout": report.get("rollout"), "report_dir": report_dir, "hosts": hosts,
     }
+    if kind == "plan":
+        # The plan's warnings: that no MachineImage source was read comes first.
+        stats["warnings"] = list(report.get("warnings") or [])
     if kind == "rollout":
         # Pool -> hosts left staged by its closed maintenance window, and when its next window opens.
         stats["windows_closed"] = dict((pool, {

@@ -255,3 +255,34 @@ def test_the_role_gives_every_host_its_own_plan_without_a_status_read(tmp_path):
     assert found["db-03"][1] == "nodeName"
     assert {host: pool for host, (_own, _source, pool) in found.items()} == {
         host: host.split("-", maxsplit=1)[0] for host in HOSTS}
+
+
+def test_a_plan_that_read_no_machine_image_source_says_so_first_and_fails_when_they_are_required(tmp_path):
+    """The hosts alone (as AWX gives them when the MachineImage source was synced on its own): one line at the
+    top of the output, plan.md and plan.json (set_stats: test__stats); with fleetos_machine_images_required, a
+    failure first."""
+    inventory = tmp_path / "alone"
+    inventory.mkdir()
+    (inventory / "hosts.yml").write_text((EXAMPLE / "hosts.yml").read_text())
+    (inventory / "group_vars").symlink_to(EXAMPLE / "group_vars")
+    line = ("No MachineImage source was read: no host has fleetos_machine_image (the inventory plugin"
+            " fleetos.layering.machine_images sets it), fleetos_machine_images_dir is not set and there is no"
+            " machine_images directory beside the inventory, so every host gets its pool default or fleetos_rollout_image.")
+    proc, report, markdown = plan(tmp_path, {}, sources=[inventory / "hosts.yml"],
+                                  extra=["-e", "fleetos_rollout_image=r.example/os@sha256:" + "c" * 64])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    lines = [text.strip() for text in proc.stdout.splitlines()]
+    said = lines.index('"msg": %s' % json.dumps(line))
+    assert said < next(i for i, text in enumerate(lines) if text.startswith('"HOST         POOL'))
+    assert report["warnings"][0] == line and markdown.startswith("# OS image plan\n\nWarning: %s\n\n" % line)
+    # Every host on its pool default, none on a MachineImage.
+    assert {row["source"] for row in report["hosts"]} == {"pool"}
+    required, report, _markdown = plan(tmp_path / "required", {}, sources=[inventory / "hosts.yml"],
+                                       extra=["-e", "fleetos_machine_images_required=true"])
+    assert required.returncode != 0
+    assert json.loads(re.search(r'fatal: \[[^\]]+\]: FAILED! => (\{.*\})', required.stdout).group(1))["msg"] == (
+        line[:-1] + ", and fleetos_machine_images_required is true.")
+    assert report is None
+    # With the MachineImage source, nothing of it.
+    proc, report, markdown = plan(tmp_path / "with", {})
+    assert line not in proc.stdout and line not in report["warnings"] and "Warning: No MachineImage" not in markdown

@@ -160,3 +160,16 @@ def test_machine_image_warnings_names_a_node_name_that_is_no_host():
         "machine_images[0] (MachineImage 'typo') names web-O1 in spec.nodeName, which is not a host of the "
         "inventory; it applies to no host"]
     assert warn(objects + [{"kind": "Broken"}], ["web-01"]) == []
+
+
+def test_machine_image_sources_reads_the_plugins_result_a_named_or_a_default_directory(tmp_path):
+    sources = FilterModule().filters()["machine_image_sources"]
+    hostvars = {"n1": {"fleetos_pool": "a"}, "n2": {"fleetos_machine_image": {"source": "pool"}}}
+    assert sources(["n1", "n2"], hostvars) == {"read": True, "message": None}
+    alone = sources(["n1"], hostvars, None, str(tmp_path / "machine_images"))
+    assert not alone["read"] and alone["message"].startswith("No MachineImage source was read: no host has")
+    assert sources(["n1"], hostvars, "/srv/manifests")["read"]
+    (tmp_path / "machine_images").mkdir()
+    assert sources(["n1"], hostvars, "", str(tmp_path / "machine_images"))["read"]
+    with pytest.raises(AnsibleFilterError):
+        sources("n1", hostvars)

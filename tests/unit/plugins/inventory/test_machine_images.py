@@ -119,3 +119,37 @@ def test_a_machine_image_and_a_pool_may_name_a_layered_image(tmp_path):
     results = {host: hostvars[host]["fleetos_machine_image"] for host in ("n1", "n2")}
     assert {host: (r["source"], r["name"], r["image"], r["layered_image"]) for host, r in results.items()} == {
         "n1": ("nodeName", "gpu", None, "worker-gpu"), "n2": ("pool", None, None, "worker")}
+
+
+def test_the_source_alone_fails_with_a_sentence():
+    """AWX syncs each inventory source alone (and fails an update whose source does not parse)."""
+    proc = inventory(EXAMPLE / "machine_images.yml")
+    assert proc.returncode != 0
+    assert ("machine_images.yml: no host of group 'all' is in the inventory when this MachineImage source is read;"
+            " it assigns images to the hosts the sources before it define, so give it after them (-i hosts.yml -i"
+            " machine_images.yml) or, in AWX, in the same inventory source as them (docs/awx.md)"
+            in " ".join(proc.stderr.split())), proc.stderr
+
+
+def test_one_inventory_directory_plans_as_the_two_sources_do(tmp_path):
+    """The setup of docs/awx.md: one inventory source, a directory with the hosts, their group_vars and the
+    plugin's configuration; the manifests beside the directory, not in it (every file in it is read as an
+    inventory source). The same hosts, variables and groups as the CLI's two sources, no other group, no warning."""
+    source = tmp_path / "prod"
+    source.mkdir()
+    (tmp_path / "machine_images").mkdir()
+    for manifest in (EXAMPLE / "machine_images").glob("*.yaml"):
+        (tmp_path / "machine_images" / manifest.name).write_text(manifest.read_text())
+    (source / "group_vars").symlink_to(EXAMPLE / "group_vars")
+    (source / "hosts.yml").write_text((EXAMPLE / "hosts.yml").read_text())
+    config = (EXAMPLE / "machine_images.yml").read_text().replace("manifests_dir: machine_images",
+                                                                  "manifests_dir: ../machine_images")
+    assert "manifests_dir: ../machine_images" in config
+    (source / "machine_images.yml").write_text(config)
+    one = inventory(source)
+    two = inventory(EXAMPLE / "hosts.yml", EXAMPLE / "machine_images.yml")
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    assert "WARNING" not in one.stderr, one.stderr
+    mine, theirs = json.loads(one.stdout), json.loads(two.stdout)
+    assert sorted(mine) == sorted(theirs)
+    assert plain(mine["_meta"]["hostvars"]) == plain(theirs["_meta"]["hostvars"])

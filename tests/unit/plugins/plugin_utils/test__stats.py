@@ -60,3 +60,9 @@ def test_a_rollout_a_closed_window_left_says_how_many_remain_and_when_the_next_w
     assert value["windows_closed"] == {"a": {"remaining": 2, "next_open": "2026-12-12T10:00:00+00:00",
                                              "next_open_local": "2026-12-12 10:00 UTC"}}
     assert "windows_closed" not in job_stats(report, "rollback")["fleetos_last_rollback"]
+
+
+def test_a_plans_warnings_are_kept_first_one_first():
+    report = {"hosts": [{"host": "n1", "action": "unchanged"}], "warnings": ["No MachineImage source was read: x.", "y."]}
+    assert job_stats(report, "plan")["fleetos_last_plan"]["warnings"] == ["No MachineImage source was read: x.", "y."]
+    assert job_stats({"hosts": []}, "plan")["fleetos_last_plan"]["warnings"] == []
