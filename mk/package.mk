@@ -1,7 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# The collection as users get it: Galaxy tarball, docs lint, execution environment.
+# The collection as users get it: Galaxy tarball and Galaxy's import checks, docs lint,
+# execution environment.
 # Included by Makefile; `make test` runs `package`. No lab, no container engine.
 
 GALAXY_DIR := $(BUILD_DIR)/galaxy
@@ -11,8 +12,12 @@ EE_DEFINITION := $(REPO_ROOT)/execution-environment.yml
 EE_CONTEXT := $(BUILD_DIR)/ee
 # The example inventory, planned without contacting any host, from the installed collection.
 PACKAGE_INVENTORY := inventories/example
+# galaxy-importer's working directory: its log, importer_result.json, the extracted tarball
+# (tmp_root_dir), and the ANSIBLE_HOME and temporary directory of its ansible-doc and
+# ansible-lint passes, so that nothing is read from or written to $(HOME)/.ansible.
+GALAXY_IMPORT_DIR := $(BUILD_DIR)/galaxy-import
 
-.PHONY: package docs-lint galaxy-build ee-create
+.PHONY: package docs-lint galaxy-build galaxy-import ee-create
 
 docs-lint: $(VENV_STAMP) collection-link ## antsibull-docs lint-collection-docs (plugins, roles, links.yml)
 	$(VENV_BIN)/antsibull-docs lint-collection-docs --plugin-docs \
@@ -26,6 +31,23 @@ galaxy-build: $(VENV_STAMP) ## Build the Galaxy tarball into .build/galaxy (gala
 		{ echo "galaxy-build: FAILED: expected one tarball in $(GALAXY_DIR)" >&2; exit 1; }; \
 	cp "$${tarballs[0]}" $(GALAXY_TARBALL); \
 	echo "galaxy-build: $${tarballs[0]} ($$(tar tzf "$${tarballs[0]}" | grep -vc '/$$') files)"
+
+# galaxy-importer takes the versioned tarball: it reads namespace, name and version from the
+# file name. mk/galaxy_import_check.py judges its log and prints the result line.
+galaxy-import: galaxy-build ## galaxy-importer on the tarball, offline (ansible-doc, ansible-lint); any error or lint warning fails
+	@rm -rf $(GALAXY_IMPORT_DIR) && mkdir -p $(GALAXY_IMPORT_DIR)/tmp $(GALAXY_IMPORT_DIR)/local-tmp \
+		$(GALAXY_IMPORT_DIR)/ansible-home
+	@tarball=$$(ls $(GALAXY_DIR)/$(COLLECTION_NAMESPACE)-$(COLLECTION_NAME)-*.tar.gz); \
+	cd $(GALAXY_IMPORT_DIR); \
+	unset ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS; \
+	rc=0; \
+	GALAXY_IMPORTER_CONFIG=$(REPO_ROOT)/mk/galaxy-importer.cfg \
+	GALAXY_IMPORTER_TMP_ROOT_DIR=$(GALAXY_IMPORT_DIR)/tmp \
+	GALAXY_IMPORTER_ANSIBLE_LOCAL_TMP=$(GALAXY_IMPORT_DIR)/local-tmp \
+	ANSIBLE_HOME=$(GALAXY_IMPORT_DIR)/ansible-home ANSIBLE_NOCOLOR=1 \
+		$(VENV_BIN)/python -m galaxy_importer.main "$$tarball" > import.log 2>&1 || rc=$$?; \
+	$(VENV_BIN)/python $(REPO_ROOT)/mk/galaxy_import_check.py $(GALAXY_IMPORT_DIR)/import.log \
+		importer_result.json $$rc
 
 ee-create: galaxy-build ## ansible-builder create: the execution environment's build context in .build/ee
 	@rm -rf $(EE_CONTEXT)
@@ -55,7 +77,7 @@ export PACKAGE_PLAN_CHECK
 # there alone: a file the playbook needs that build_ignore drops fails here. Then asks
 # ansible-builder's own introspection which Python and system packages the installed
 # collection adds to an EE: none may come from it (meta/execution-environment.yml).
-package: docs-lint ee-create ## Docs lint, tarball, EE context; install the tarball and run fleetos.layering.plan from it
+package: docs-lint galaxy-import ee-create ## Docs lint, tarball, Galaxy's import checks, EE context; install the tarball and run fleetos.layering.plan from it
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/fleetos-package.XXXXXX"); \
 	trap 'rm -rf "$$tmp"' EXIT; \
 	mkdir -p "$$tmp/collections" "$$tmp/run" "$$tmp/out"; \

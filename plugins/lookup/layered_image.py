@@ -39,10 +39,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Roll out what compose.yml composed for the workers
-  ansible.builtin.import_playbook: fleetos.layering.rollout
-  vars:
-    fleetos_rollout_image: "{{ lookup('fleetos.layering.layered_image', 'worker', lock=inventory_dir ~ '/layered-images.lock.yml') }}"
+# The image compose.yml composed for the workers, as rollout.yml would roll it out
+# (-e fleetos_rollout_image=... to the playbook fleetos.layering.rollout).
+- name: Show the composed image of the workers
+  ansible.builtin.debug:
+    msg: "{{ lookup('fleetos.layering.layered_image', 'worker', lock=inventory_dir ~ '/layered-images.lock.yml') }}"
 """
 
 RETURN = r"""
