@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
@@ -23,14 +25,24 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import emp
 
 
 @empty_means_unset("pool", "fallback_image", "fallback_transport", "lock")
+def _pins(pins):
+    """The canary's pins as a mapping, or None (unset: None, or "" before ansible-core 2.19)."""
+    if pins in (None, ""):
+        return None
+    if not isinstance(pins, Mapping):
+        raise AnsibleFilterError("pins must be a mapping of image tag to digest (fleetos_last_rollout.images), not %r"
+                                 % (pins,))
+    return dict(_fleet.plain(pins))
+
+
 def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
-                 resolutions=None, status=None, inspections=None, labels=None, error=None, lock=None):
+                 resolutions=None, status=None, inspections=None, labels=None, error=None, lock=None, pins=None):
     """Filter: what one host must do to reach its OS image (see rollout_plan.yml)."""
     try:
         return host_plan(assignment, host, pool=pool, fallback_image=fallback_image,
                          fallback_transport=fallback_transport, pool_paused=pool_paused,
                          resolutions=resolutions, status=status, inspections=inspections,
-                         labels=labels, error=error, lock=lock)
+                         labels=labels, error=error, lock=lock, pins=_pins(pins))
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 
@@ -40,7 +52,7 @@ REPORT_KEYS = ("manifest_errors", "warnings", "report_dir", "host_lines")
 
 @empty_means_unset("lock")
 def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, play=None, check_pull_secret=True,
-                       inputs=True, report=None, check=None):
+                       inputs=True, report=None, check=None, pins=None):
     """Filter: the plan of every host of ``hosts`` from the inventory alone, at once (see rollout_plan_fleet.yml);
     with ``report``, the report of that plan instead (as rollout_plan_report gives it); with ``check`` (a
     playbook), also ``variable_errors``, the sentences of playbook_variable_errors, from the same read."""
@@ -71,7 +83,7 @@ def rollout_plan_fleet(hosts, hostvars, manifests, lock=None, run_host=None, pla
                 {host: {name: found[name] for name in checked if name in found} for host, found in values.items()}, check)
         except FleetosError as exc:
             raise AnsibleFilterError(exc.msg) from None
-    fleet = _fleet.plan_fleet(_fleet.host_inputs(values, run_host, play), manifests, lock=lock,
+    fleet = _fleet.plan_fleet(_fleet.host_inputs(values, run_host, play), manifests, lock=lock, pins=_pins(pins),
                               defined=defined if check_pull_secret else None,
                               brief=report is not None or not boolean(inputs, strict=False))
     if report is None:

@@ -291,7 +291,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         act = (records.get(host) or _get(hv, "os_activate_result")) if host in started else None
         row = {
             "host": host, "pool": plan.get("pool"), "backend": plan.get("backend"), "image": plan.get("image"),
-            "action": action, "old_digest": plan.get("old_digest"), "target_digest": plan.get("digest"),
+            "action": action, "wanted": plan.get("wanted"), "old_digest": plan.get("old_digest"),
+            "target_digest": plan.get("digest"),
             "booted_digest": plan.get("old_digest"), "status": None, "reason": plan.get("reason"),
             "stage_start": None, "staged_at": None, "stage_changed": False, "fetched_blobs": 0,
             "reboot_start": None, "reboot_end": None, "verified": False, "verified_at": None,

@@ -158,7 +158,7 @@ def _assignment(images, host, inputs, defined):
                           pool_pull_secret=inputs["pool_pull_secret"], pool_layered_image=inputs["pool_layered_image"])
 
 
-def plan_fleet(inputs, manifests, lock=None, defined=None, brief=False):
+def plan_fleet(inputs, manifests, lock=None, defined=None, brief=False, pins=None):
     """The plan of every host, from the inventory alone -> ``{"hosts", "wanted", "manifests"}``.
 
     ``inputs`` is :func:`host_inputs`; ``manifests`` the record ``machine_image_load`` gives (its
@@ -170,6 +170,7 @@ def plan_fleet(inputs, manifests, lock=None, defined=None, brief=False):
     without a status: an ``error`` is the plan's reason); ``wanted`` the images the plans name, once
     each, sorted (what a status read resolves); ``manifests`` the record as given.
 
+    ``pins`` are the digests a verified canary run resolved its tags to (``_plan.pin_to_canary``), or None.
     ``brief`` leaves out each host's ``inputs`` and ``assignment``, which only a status read plans
     with: a plan from the inventory alone is all its ``plan`` (every further copy of the record,
     as Ansible hands it from task to task, costs in proportion to its size).
@@ -198,7 +199,7 @@ def plan_fleet(inputs, manifests, lock=None, defined=None, brief=False):
         else:
             plan = host_plan(assignment, host, pool=given["pool"], fallback_image=given["fallback_image"],
                              fallback_transport=given["fallback_transport"], pool_paused=given["pool_paused"],
-                             labels=labels, lock=lock)
+                             labels=labels, lock=lock, pins=pins)
         hosts[host] = ({"error": failure, "plan": plan} if brief
                        else {"inputs": given, "assignment": assignment, "error": failure, "plan": plan})
     wanted = sorted({entry["plan"]["wanted"] for entry in hosts.values() if entry["plan"]["wanted"]})

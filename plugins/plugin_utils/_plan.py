@@ -143,7 +143,7 @@ def short_digest(value):
 
 def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
               resolutions=None, status=None, inspections=None, labels=None, error=None,
-              fallback_variable=FALLBACK_VARIABLE, lock=None):
+              fallback_variable=FALLBACK_VARIABLE, lock=None, pins=None):
     """Decide what ``host`` must do; -> the plan record (see plugins/filter/rollout_plan.yml).
 
     ``assignment`` is the ``machine_image_result`` of the host (role
@@ -158,6 +158,9 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     None: an assignment that names a LayeredImage (``layered_image``) wants the composed image the
     lock pins, and the record's ``layered`` says which (base version, each layer's name and
     version, the composed digest); without a lock, or when the lock lacks it, the host is ``error``.
+    ``pins`` maps the tags a verified canary batch resolved to their digests (``fleetos_last_rollout.images``),
+    or is None: a wanted tag is then pinned to the canary's digest, and a tag the canary did not verify is
+    ``error`` (see ``pin_to_canary``).
     """
     assignment = assignment if isinstance(assignment, dict) else {}
     pool = pool or DEFAULT_POOL
@@ -212,6 +215,9 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["reason"] = reason or "no image assigned: no MachineImage, pool default or %s" % fallback_variable
         return plan
     try:
+        if pins is not None:
+            wanted, reason = pin_to_canary(wanted, reason, pins)
+            plan["wanted"] = wanted
         _decide(plan, wanted, transport_text, reason, resolutions, _results_by_item(inspections),
                 booted, staged, status)
         _check_lock_proof(plan, wanted, resolutions)
@@ -224,6 +230,27 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
                           else "MachineImage is paused: %s" % reason)
     return plan
+
+
+def pin_to_canary(wanted, reason, pins):
+    """A run after a verified canary batch rolls out what the canary verified: -> ``(wanted, reason)``.
+
+    ``pins`` maps each tag the canary run resolved to the digest it verified (``fleetos_last_rollout.images``,
+    handed on by an AWX workflow). A tag among them is pinned to that digest (resolving it again could give
+    another image, pushed since); another tag is refused; a digest is kept."""
+    try:
+        ref = _image_ref.parse(wanted)
+    except InvalidInputError:
+        return wanted, reason  # _decide names the bad reference with its field
+    if ref.digest is not None:
+        return wanted, reason
+    if wanted not in pins:
+        raise InvalidInputError(
+            "image %s is a tag the canary run did not verify (fleetos_last_rollout pins %s): give the image by digest"
+            % (wanted, ", ".join(sorted(pins)) or "no tag"))
+    # The tag is dropped: containers-image takes no reference with both a tag and a digest.
+    return ref.with_digest(pins[wanted]).image, "%s; %s pinned to the digest the canary run verified" % (
+        reason, wanted)
 
 
 def _check_lock_proof(plan, wanted, resolutions):

@@ -74,6 +74,12 @@ def job_stats(report, kind, report_dir=None):
         # The plan's warnings: that no MachineImage source was read comes first.
         stats["warnings"] = list(report.get("warnings") or [])
     if kind == "rollout":
+        # Each tag the run resolved, to its digest: after a verified canary batch, the next job of an AWX workflow
+        # rolls out these digests (role os_plan, os_plan_canary_pins), never the tags resolved again.
+        stats["images"] = dict(sorted(
+            (row["wanted"], row["target_digest"]) for row in report["hosts"]
+            if isinstance(row, dict) and row.get("target_digest") and isinstance(row.get("wanted"), str)
+            and "@" not in row["wanted"]))
         # Pool -> hosts left staged by its closed maintenance window, and when its next window opens.
         stats["windows_closed"] = dict((pool, {
             "remaining": len(info.get("hosts") or []), "next_open": info.get("next_open"),

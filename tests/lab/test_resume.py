@@ -322,31 +322,47 @@ def test_registry_down_with_a_tag_every_host_plan_failed(lab, fleet, tmp_path):
 
 
 def test_stop_after_the_verified_canary_then_rerun_continues(lab, fleet, tmp_path):
-    """Unattended canary (an AWX workflow's first job): rc 0, result canary_verified in the
-    stats; the rerun (after the approval node) leaves the canary unchanged and does the rest."""
+    """Unattended canary (an AWX workflow's first job) of a tag: rc 0, result canary_verified in the
+    stats, with the digest the tag was resolved to. The tag is then moved to another image; the next
+    job, given the canary's stats as AWX hands them on (fleetos_last_rollout), refuses another tag and
+    rolls out the canary's digest, not the tag's new one: the canary unchanged, the rest activated."""
     f = _fleet(lab, tmp_path, pools={"blue": ["node05", "node06"]}, budgets={"blue": 2})
-    extra = ["-e", "fleetos_rollout_image=%s" % _pinned(fleet), "-e", "fleetos_rollout_canary=1"]
+    name = "fleetos/rollout-test:canary-%s" % fleet["digest"][7:15]
+    verified = lab.build_image(name, "--from", "fleetos/lab-os:1.0", "--size-mb", "1", "--version", "canary-1")
+    tag = "%s/%s" % (lab.registry, name)
+    extra = ["-e", "fleetos_rollout_image=%s" % tag, "-e", "fleetos_rollout_canary=1"]
     try:
         canary = Controller(f, "canary", "-e", "fleetos_rollout_stop_after_canary=true", *extra)
         assert canary.wait() == 0, canary.stdout[-4000:]
         rows = _rows(canary.report)
         assert canary.report["result"] == "canary_verified", canary.report
         assert (rows["node05"]["status"], rows["node06"]["status"]) == ("activated", "not_activated")
-        assert f.booted("node05") == fleet["digest"] and f.booted("node06") == lab.base_digest
+        assert f.booted("node05") == verified and f.booted("node06") == lab.base_digest
         assert f.staged("node06")
         stats = canary.stats["fleetos_last_rollout"]
         assert (stats["result"], stats["rollout"]) == ("canary_verified", canary.report["rollout"])
-        assert stats["hosts"]["node06"] == {"status": "not_activated", "target_digest": fleet["digest"],
+        assert stats["hosts"]["node06"] == {"status": "not_activated", "target_digest": verified,
                                             "booted_digest": lab.base_digest}
         assert stats["report_dir"] == str(canary.report_dir)
+        assert stats["images"] == {tag: verified}
 
-        rest = Controller(f, "rest", *extra)
+        moved = lab.build_image(name, "--from", "fleetos/lab-os:1.0", "--size-mb", "1", "--version", "canary-2")
+        assert moved != verified
+        handed_on = ["-e", json.dumps({"fleetos_last_rollout": stats})]
+        other = Controller(f, "other", *handed_on, "-e", "fleetos_rollout_image=%s/fleetos/lab-os:1.1" % lab.registry)
+        assert other.wait() != 0
+        assert {row["status"] for row in other.report["hosts"]} == {"plan_failed"}
+        assert ("image %s/fleetos/lab-os:1.1 is a tag the canary run did not verify (fleetos_last_rollout pins %s)"
+                % (lab.registry, tag)) in _rows(other.report)["node06"]["reason"], other.report["hosts"]
+
+        rest = Controller(f, "rest", *handed_on, *extra)
         assert rest.wait() == 0, rest.stdout[-4000:]
         rows = _rows(rest.report)
         assert (rows["node05"]["status"], rows["node06"]["status"]) == ("unchanged", "activated")
+        assert rows["node06"]["target_digest"] == verified and f.booted("node06") == verified
         assert rest.stats["fleetos_last_rollout"]["result"] == "success"
     finally:
-        _restore(f, fleet)
+        _restore(f, {"digest": verified})
 
 
 def test_a_rollback_during_a_rollout_is_refused_before_it_changes_anything(lab, fleet, tmp_path):

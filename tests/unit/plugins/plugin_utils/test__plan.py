@@ -296,3 +296,22 @@ def test_a_lock_whose_image_has_other_inputs_is_a_plan_error(annotations, reason
     # A resolution that failed leaves the stage to meet the registry: no proof is asked of it.
     failed = {"results": [{"item": REG + "-worker@" + LOCKED, "failed": True, "msg": "registry down"}]}
     assert host_plan(layered(), "node01", resolutions=failed, status=status(ON_OTHER), lock=LOCK)["action"] == "stage"
+
+
+def test_after_a_verified_canary_a_tag_is_planned_on_the_canarys_digest_and_another_tag_is_refused():
+    pins = {REG + ":stable": INDEX}
+    resolved = {"results": [dict(RESOLVED_INDEX["results"][0], item=REG + "@" + INDEX)]}
+    plan = host_plan(assigned(REG + ":stable"), "node01", resolutions=resolved, status=status(ON_OTHER), pins=pins)
+    assert (plan["wanted"], plan["digest"], plan["action"]) == (REG + "@" + INDEX, INDEX, "stage")
+    assert plan["reason"].endswith("(MachineImage 'mi' names node01; %s:stable pinned to the digest the canary run"
+                                   " verified)" % REG), plan["reason"]
+    other = host_plan(assigned(REG + ":next"), "node01", resolutions=resolved, status=status(ON_OTHER), pins=pins)
+    assert (other["action"], other["reason"]) == ("error", "image %s:next is a tag the canary run did not verify"
+                                                  " (fleetos_last_rollout pins %s:stable): give the image by digest"
+                                                  % (REG, REG))
+    # A digest is planned as it is; without pins a tag is resolved as before.
+    pinned = host_plan(assigned(REG + "@" + AMD64), "node01", resolutions=RESOLVED_PLAIN, status=status(ON_OTHER),
+                       pins=pins)
+    assert (pinned["wanted"], pinned["digest"]) == (REG + "@" + AMD64, AMD64)
+    assert host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX,
+                     status=status(ON_OTHER))["digest"] == INDEX

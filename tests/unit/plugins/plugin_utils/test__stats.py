@@ -66,3 +66,12 @@ def test_a_plans_warnings_are_kept_first_one_first():
     report = {"hosts": [{"host": "n1", "action": "unchanged"}], "warnings": ["No MachineImage source was read: x.", "y."]}
     assert job_stats(report, "plan")["fleetos_last_plan"]["warnings"] == ["No MachineImage source was read: x.", "y."]
     assert job_stats({"hosts": []}, "plan")["fleetos_last_plan"]["warnings"] == []
+
+
+def test_a_rollouts_stats_map_each_tag_it_resolved_to_its_digest():
+    report = {"result": "canary_verified", "hosts": [
+        {"host": "n1", "status": "activated", "wanted": "r/os:stable", "target_digest": B},
+        {"host": "n2", "status": "not_activated", "wanted": "r/os:stable", "target_digest": B},
+        {"host": "n3", "status": "unchanged", "wanted": "r/db@" + A, "target_digest": A},
+        {"host": "n4", "status": "plan_failed", "wanted": "r/x:1", "target_digest": None}]}
+    assert job_stats(report, "rollout")["fleetos_last_rollout"]["images"] == {"r/os:stable": B}
