@@ -14,11 +14,15 @@ canonical JSON (sorted keys, no spaces, UTF-8), and ``created`` is the newest in
 so the same inputs give byte-identical configs and manifests, hence the same digest, on
 any machine.
 
-A layer may only add files under ``/usr`` and ``/etc`` (:func:`check_entries`); two
-layers may not write the same file unless the later one says ``override``
+A layer image is built ``FROM scratch`` or ``FROM`` a version of the base (``FROM base`` +
+``COPY``): then only the layers above the image it was built from are its own
+(:func:`layer_base` reads where that base ends from the layer's manifest and configuration,
+:func:`own_layers` takes the rest), so a layer built on an older base never brings that
+base back. A layer may only add files under ``/usr`` and ``/etc`` (:func:`check_entries`);
+two layers may not write the same file unless the later one says ``override``
 (:func:`check_conflicts`); ``requires.labels`` are compared with the base's labels
-(:func:`check_requires`). Every refusal is one sentence naming the layer and the path or
-label, with what was expected and what was found.
+(:func:`check_requires`). Every refusal is one sentence naming the layer and the path,
+label or base, with what was expected and what was found.
 
 ostree-ext imports the layers of an image up to the one whose diff_id the label
 ``ostree.final-diffid`` names as the base's ostree content, and every later layer as a
@@ -37,9 +41,12 @@ import tarfile
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+    BOOTABLE_LABELS,
+    COMMIT_LABELS,
     FINAL_DIFFID_LABEL,
     VERSION_LABELS,
     first_label,
+    is_bootable,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 
@@ -72,6 +79,12 @@ HOST_STATE_TOPS = {
     "sysroot": "the physical root, which ostree manages",
 }
 WHITEOUT_PREFIX = ".wh."
+OPAQUE_WHITEOUT = ".wh..wh..opq"
+# What only an OS tree has: a layer that carries one would replace the base's (os-release
+# naming another version, another kernel, an ostree repository).
+_OS_TREE_RE = re.compile(r"^(usr/lib/os-release|usr/lib/modules/[^/]+/vmlinuz|sysroot/ostree/repo(/.*)?)$")
+# Where a layer's base ends, when it has one: named in the refusals of a layer without one.
+_BOUNDARY_SOURCES = "neither the label %s nor the annotation %s" % (FINAL_DIFFID_LABEL, BASE_DIGEST_LABEL)
 _KINDS = {
     tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.CONTTYPE: "file",
     tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "symlink", tarfile.LNKTYPE: "hardlink",
@@ -123,6 +136,10 @@ def _shown_path(path):
     return "/" + path
 
 
+def _where(layer):
+    return "Layer '%s' (%s)" % (layer["name"], layer["image"])
+
+
 def ostree_path(path):
     """The path ostree stores a file at: ``etc/x`` is kept as ``usr/etc/x``."""
     if path == "etc" or path.startswith("etc/"):
@@ -136,17 +153,24 @@ def check_entries(layer, entries):
     ``layer`` is ``{name, image, ...}``; ``entries`` are ``[path, kind]`` (:func:`tar_entries`);
     a file or link is named before a directory.
     """
-    where = "Layer '%s' (%s)" % (layer["name"], layer["image"])
+    where = _where(layer)
+    tree = next((path for path, kind in entries if kind != "dir" and _OS_TREE_RE.match(path)), None)
+    if tree is not None:
+        raise ImageError("%s carries an OS tree of its own (it has %s), which would replace the base's: expected "
+                         "a layer that only adds files to the base." % (where, _shown_path(tree)))
     # Files and links first: the file under /var/lib/x names the problem better than /var itself.
     for path, kind in sorted(entries, key=lambda entry: entry[1] == "dir"):
         parts = path.split("/") if path else []
         if ".." in parts:
             raise ImageError("%s has the path %s, which leaves the root: expected paths under /usr and /etc."
                              % (where, _shown_path(path)))
+        if parts and parts[-1] == OPAQUE_WHITEOUT:
+            raise ImageError("%s empties %s with the opaque whiteout %s: expected a layer that only adds files."
+                             % (where, _shown_path("/".join(parts[:-1])), _shown_path(path)))
         if parts and parts[-1].startswith(WHITEOUT_PREFIX):
             target = "/".join(parts[:-1] + [parts[-1][len(WHITEOUT_PREFIX):]])
-            raise ImageError("%s removes %s with the whiteout %s: expected a layer built FROM scratch that only "
-                             "adds files." % (where, _shown_path(target), _shown_path(path)))
+            raise ImageError("%s removes %s with the whiteout %s: expected a layer that only adds files."
+                             % (where, _shown_path(target), _shown_path(path)))
         if kind in _SPECIAL:
             raise ImageError("%s has %s at %s: expected regular files, directories and links only."
                              % (where, _SPECIAL[kind], _shown_path(path)))
@@ -190,6 +214,110 @@ def check_requires(layer, base_labels, base_image):
             found = "has no label '%s'" % label if actual is None else "has '%s'" % actual
             raise ImageError("Layer '%s' requires the base label '%s' to be '%s', but the base %s %s." % (
                 layer["name"], label, expected, base_image, found))
+
+
+# --------------------------------------------------------------------------
+# where a layer image's base ends
+
+
+def layer_digests(manifest):
+    """The digests of a manifest's layers, in order."""
+    return [entry.get("digest") for entry in (manifest or {}).get("layers") or []]
+
+
+def layer_base(layer, base):
+    """Where the layers of a layer image built ``FROM`` an image end, from manifests and configurations only.
+
+    ``layer`` and ``base`` carry ``manifest`` and ``config`` (this platform's); ``base`` is
+    the composed base, ``{name, manifest, config}``. -> one of
+
+    - ``{"kind": "scratch"}``: nothing says the image was built on another (``FROM scratch``);
+    - ``{"kind": "base", "boundary": N}``: its first N layers are the composed base's, all of them;
+    - ``{"kind": "annotated", "digest": D, "name": NAME or None, "at_least": K}``: the
+      manifest annotations a build tool writes (``org.opencontainers.image.base.digest``,
+      ``.base.name``) name the image it was built from, to be found in the base's repository;
+    - ``{"kind": "final-diffid", "at_least": K, "final": DIFF_ID}``: the ``ostree.final-diffid``
+      label it inherits from a bootable base names the last layer of that base's ostree
+      content (the K-th): the image it was built from is a version of the base whose layers
+      begin the layer image's, at least K of them.
+
+    Raises ImageError, naming the layer, for an image that carries a bootable OS image's labels
+    or one of the base's layers but no base boundary, and for a ``ostree.final-diffid`` that
+    names none of its layers.
+    """
+    manifest, config = layer["manifest"], layer["config"]
+    labels = labels_of(config)
+    diff_ids = ((config or {}).get("rootfs") or {}).get("diff_ids") or []
+    final = labels.get(FINAL_DIFFID_LABEL)
+    at_least = 0
+    if final:
+        if final not in diff_ids:
+            raise ImageError("%s has the label %s %s, which names none of its layers: expected the diff_id of the "
+                             "last layer of the base it was built FROM." % (_where(layer), FINAL_DIFFID_LABEL, final))
+        at_least = diff_ids.index(final) + 1
+    own, base_blobs = layer_digests(manifest), layer_digests(base["manifest"])
+    annotations = manifest.get("annotations") or {}
+    if annotations.get(BASE_DIGEST_LABEL):
+        return {"kind": "annotated", "digest": annotations[BASE_DIGEST_LABEL],
+                "name": annotations.get(BASE_NAME_LABEL), "at_least": at_least}
+    if base_blobs and len(own) >= len(base_blobs) >= at_least and own[:len(base_blobs)] == base_blobs:
+        return {"kind": "base", "boundary": len(base_blobs)}
+    if final:
+        return {"kind": "final-diffid", "at_least": at_least, "final": final}
+    marks = [name for name, dummy in BOOTABLE_LABELS if labels.get(name)] + [
+        name for name in COMMIT_LABELS if labels.get(name)]
+    if is_bootable(labels) or marks:
+        raise _no_boundary(layer, base, "carries the labels of a bootable OS image (%s)" % ", ".join(marks))
+    shared = [digest for digest in own if digest in base_blobs]
+    if shared:
+        raise _no_boundary(layer, base, "contains the base's layer %s" % shared[0])
+    return {"kind": "scratch"}
+
+
+def _no_boundary(layer, base, what):
+    return refusal(layer, base["name"], "%s and no base boundary (%s)" % (what, _BOUNDARY_SOURCES))
+
+
+def refusal(layer, base_name, cause):
+    """The refusal of a layer that is neither built FROM scratch nor FROM a version of the base ``base_name``:
+    ``Layer 'NAME' (IMAGE) CAUSE: expected ...``."""
+    return ImageError("%s %s: expected a layer built FROM scratch, or FROM a version of the base %s." % (
+        _where(layer), cause, base_name))
+
+
+def begins_with(layer_manifest, manifest, at_least=0):
+    """True when the layers of ``manifest`` (the image a layer was built from), at least ``at_least`` of them
+    and at least one, are the first layers of the layer image (:func:`check_own_layers` then asks for more)."""
+    own, first = layer_digests(layer_manifest), layer_digests(manifest)
+    return max(at_least, 1) <= len(first) <= len(own) and own[:len(first)] == first
+
+
+def own_labels(config, built_from_config):
+    """The labels of a layer image that are its own: those its base does not carry with the same value."""
+    inherited = labels_of(built_from_config)
+    return {key: value for key, value in labels_of(config).items() if inherited.get(key) != value}
+
+
+def check_own_layers(layer, base):
+    """Raise ImageError when a layer has no layer of its own above its boundary (``layer["boundary"]``, 0 for
+    ``FROM scratch``), or when one of its own layers is one of the composed base's."""
+    own = (layer["manifest"].get("layers") or [])[layer.get("boundary") or 0:]
+    built_from = layer.get("built_from") or {}
+    if not own:
+        if built_from:
+            raise ImageError("%s adds no layer to the base it was built FROM (%s@%s): expected at least one layer "
+                             "of its own." % (_where(layer), built_from.get("name"), built_from.get("digest")))
+        raise ImageError("The image of layer '%s' (%s) has no layers: expected at least one." % (
+            layer["name"], layer["image"]))
+    base_blobs = set(layer_digests(base["manifest"]))
+    shared = [entry["digest"] for entry in own if entry["digest"] in base_blobs]
+    if shared and not built_from:
+        raise _no_boundary(layer, base, "contains the base's layer %s" % shared[0])
+    if shared:
+        raise ImageError("%s contains the base's layer %s above the base it was built FROM (%s@%s): expected layers "
+                         "of its own only." % (_where(layer), shared[0], built_from.get("name"),
+                                               built_from.get("digest")))
+    return own
 
 
 # --------------------------------------------------------------------------
@@ -242,6 +370,12 @@ def _parse_time(text):
     return parsed
 
 
+def older(config, than):
+    """True when the configuration ``config`` was created before ``than`` (both times known), else False."""
+    mine, theirs = _parse_time((config or {}).get("created")), _parse_time((than or {}).get("created"))
+    return bool(mine and theirs and mine < theirs)
+
+
 def newest_created(configs):
     """The ``created`` text of the newest configuration (the first one on a tie); None when none has one."""
     best = None
@@ -253,9 +387,16 @@ def newest_created(configs):
 
 
 def layers_label(layers):
-    """The value of ``fleetos.io/layers``: canonical JSON of name, image, digest and version of each layer."""
-    return canonical_json([{"name": layer["name"], "image": layer["image"], "digest": layer["digest"],
-                            "version": layer.get("version")} for layer in layers]).decode("utf-8")
+    """The value of ``fleetos.io/layers``: canonical JSON of name, image, digest and version of each layer, and
+    ``built_from`` (the base it was built from) for a layer built ``FROM`` a version of the base."""
+    records = []
+    for layer in layers:
+        record = {"name": layer["name"], "image": layer["image"], "digest": layer["digest"],
+                  "version": layer.get("version")}
+        if layer.get("built_from"):
+            record["built_from"] = dict(layer["built_from"])
+        records.append(record)
+    return canonical_json(records).decode("utf-8")
 
 
 def provenance(base, layers, inputs):
@@ -279,9 +420,22 @@ def _diff_ids(config, what, manifest):
     return list(diff_ids)
 
 
-def _history(config, layer_count, comment):
-    """An image's history, padded so that it has one non-empty entry per layer (ostree-ext pairs them)."""
+def _history(config, layer_count, comment, skip=0):
+    """An image's history, padded so that it has one non-empty entry per layer (ostree-ext pairs them).
+
+    ``skip``: the layers of the base it was built from, whose entries (up to the ``skip``-th
+    non-empty one) are left out.
+    """
     history = [dict(entry) for entry in (config.get("history") or []) if isinstance(entry, dict)]
+    if skip:
+        seen = 0
+        for position, entry in enumerate(history):
+            seen += 0 if entry.get("empty_layer") else 1
+            if seen == skip:
+                history = history[position + 1:]
+                break
+        else:
+            history = []
     filled = sum(1 for entry in history if not entry.get("empty_layer"))
     for dummy in range(max(0, layer_count - filled)):
         entry = {"created_by": comment}
@@ -310,7 +464,9 @@ def compose(base, layers, inputs, platform=None):
 
     ``base`` and each of ``layers`` are ``{name, image (layers), digest, manifest, config}``
     (the manifest and config of this platform, as parsed JSON; ``digest`` as resolved, the
-    value the provenance records); layers also carry ``version``, ``override``, ``requires``.
+    value the provenance records); layers also carry ``version``, ``override``, ``requires``
+    and, for a layer built ``FROM`` a version of the base, ``boundary`` (how many of its
+    layers are that base's, left out) and ``built_from``.
     -> ``{config: bytes, config_digest, manifest: bytes, digest, layers: [{descriptor,
     source}], platform}`` where ``source`` is the repository a blob comes from (``None``
     for the base's, which come from ``base["name"]``).
@@ -323,21 +479,14 @@ def compose(base, layers, inputs, platform=None):
         raise ImageError("The base %s has no layers." % base["name"])
     history = _history(base_config, len(base["manifest"]["layers"]), "fleetos.layering: base %s" % base["name"])
     blobs = [dict(descriptor=_descriptor(layer), source=base["name"]) for layer in base["manifest"]["layers"]]
-    base_blobs = set(layer["digest"] for layer in base["manifest"]["layers"])
     for layer in layers:
         what = "layer '%s' (%s)" % (layer["name"], layer["image"])
         _check_manifest(layer["manifest"], "The image of layer '%s' (%s)" % (layer["name"], layer["image"]))
-        own = layer["manifest"]["layers"]
-        if not own:
-            raise ImageError("The image of layer '%s' (%s) has no layers: expected at least one." % (
-                layer["name"], layer["image"]))
-        shared = [entry["digest"] for entry in own if entry["digest"] in base_blobs]
-        if shared:
-            raise ImageError("Layer '%s' (%s) contains the base's layer %s: expected an image built FROM scratch."
-                             % (layer["name"], layer["image"], shared[0]))
-        diff_ids += _diff_ids(layer["config"], what, layer["manifest"])
+        own = check_own_layers(layer, base)
+        boundary = layer.get("boundary") or 0
+        diff_ids += _diff_ids(layer["config"], what, layer["manifest"])[boundary:]
         history += _history(layer["config"], len(own), "fleetos.layering: layer %s %s" % (
-            layer["name"], layer.get("version") or layer["digest"]))
+            layer["name"], layer.get("version") or layer["digest"]), skip=boundary)
         blobs += [dict(descriptor=_descriptor(entry), source=layer["image"]) for entry in own]
 
     labels = dict(labels_of(base_config))

@@ -8,7 +8,8 @@
 """A small client of the OCI distribution API (``/v2/``), on ``ansible.module_utils.urls``.
 
 It reads and writes what composing an image needs, and nothing more: manifests (GET,
-HEAD, PUT; OCI and Docker media types, indexes and manifest lists), blobs (GET, HEAD),
+HEAD, PUT; OCI and Docker media types, indexes and manifest lists), a repository's tags
+(``GET /v2/NAME/tags/list``, page after page as the ``Link`` header says), blobs (GET, HEAD),
 cross-repository mounts (``POST /v2/NAME/blobs/uploads/?mount=DIGEST&from=REPO``, with
 the upload session a registry opens instead when it does not mount) and monolithic
 uploads (``POST`` then ``PUT ?digest=``).
@@ -60,6 +61,9 @@ DOCKER_HUB_API = "registry-1.docker.io"
 SPOOL_MAX = 8 * 1024 * 1024
 CHUNK = 1024 * 1024
 _CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
+# The next page of a paginated list: `Link: </v2/NAME/tags/list?last=X&n=N>; rel="next"`.
+_NEXT_LINK_RE = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+TAGS_PAGE = 1000
 
 
 class BlobCopy:
@@ -350,6 +354,25 @@ class Registry:
             raise ImageError("Failed to %s '%s': the registry stored it as %s, not %s." % (
                 action, subject, served, digest))
         return digest
+
+    def list_tags(self, repository, page=TAGS_PAGE):
+        """GET ``/v2/REPOSITORY/tags/list``, following the ``Link`` header page after page -> the tags, in order."""
+        subject = "%s/%s" % (self.registry, repository)
+        path = "/v2/%s/tags/list?%s" % (repository, urlencode([("n", page)]))
+        tags, seen = [], set()
+        while path and path not in seen:
+            seen.add(path)
+            response = self.request("GET", path, "list the tags of", subject, repository,
+                                    missing="the registry has no such repository (name unknown)")
+            try:
+                document = json.loads(response.read().decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                raise ImageError("Failed to list the tags of '%s': the registry answered no JSON." % subject) from None
+            found = document.get("tags") if isinstance(document, dict) else None
+            tags += [tag for tag in found or [] if isinstance(tag, str)]
+            match = _NEXT_LINK_RE.search(response.headers.get("Link") or "")
+            path = match.group(1) if match else None
+        return tags
 
     # ------------------------------------------------------------------
     # blobs

@@ -14,9 +14,9 @@ short_description: Compose an OS image from a base image and separately versione
 version_added: 0.2.0
 description:
   - Composes a layered OS image from a base image (a bootable rpm-ostree/bootc image) and
-    an ordered list of layer images (each built C(FROM scratch), each with its own
-    version), and pushes it to O(output). It talks to the registry's API directly; it
-    builds nothing and needs no container engine.
+    an ordered list of layer images (each built C(FROM scratch) or C(FROM) a version of the
+    base, each with its own version), and pushes it to O(output). It talks to the registry's
+    API directly; it builds nothing and needs no container engine.
   - The composed manifest is the base's layers followed by each layer image's own
     layers, in order. Its configuration concatenates C(rootfs.diff_ids) and C(history),
     keeps the base's labels and adds provenance labels
@@ -26,6 +26,22 @@ description:
     C(ostree.final-diffid) to the base's last diff_id when the base does not carry that
     label, so that rpm-ostree and bootc import the layers as derived layers on top of
     the base's ostree commit.
+  - B(Layers built FROM the base.) A layer image built C(FROM) a version of the base
+    (C(FROM base) and C(COPY), or any build that adds layers on top of it) is taken as its
+    layers above that base, which is found from manifests and configurations before any layer
+    blob is read, in the base's repository. The image's manifest annotation
+    C(org.opencontainers.image.base.digest) names it (it must be an image of the base's
+    repository); else it is the composed base when the image's first layers are all the
+    composed base's; else the C(ostree.final-diffid) label the image inherits names the last
+    layer of its ostree base, and the base it was built from is the tag of the base's
+    repository whose layers begin the image's, up to that layer at least. Those layers follow
+    the rules below; the base's are left out, so a layer built on an older base never rolls
+    the base back. RV(layers[].built_from) names that base.
+  - B(Refused before any layer blob is read:) a layer that carries the labels of a bootable
+    image (C(ostree.bootable), C(containers.bootc), C(ostree.commit)) or one of the base's
+    layers and no base boundary; a C(ostree.final-diffid) that names none of its layers; a
+    layer built on an image that is not a version of the base's repository; a layer that adds
+    no layer of its own. Each refusal is one sentence naming the layer and the reason.
   - B(Deterministic.) The same inputs give byte-identical configuration and manifest,
     hence the same digest, on any machine (canonical JSON; C(created) is the newest
     input's). Tags are resolved to digests once; the provenance records repositories and
@@ -33,10 +49,12 @@ description:
     same image.
   - B(Layer rules,) checked before anything is pushed. A layer may only add files under
     C(/usr) and C(/etc); a path under C(/var), C(/boot) or C(/sysroot) (or anywhere else),
-    a device node or FIFO, a whiteout, and a file that two layers both write (unless the
-    later layer sets C(override)) each fail the task with one sentence naming the layer
-    and the path. C(requires.labels) are compared with the base's labels; a mismatch
-    names the layer, the label, the expected and the actual value.
+    a device node or FIFO, a whiteout (an opaque whiteout is named by the directory it would
+    empty), an OS tree of its own (C(/usr/lib/os-release), a kernel, an ostree repository), and
+    a file that two layers both write (unless the later layer sets C(override)) each fail the
+    task with one sentence naming the layer and the path. C(requires.labels) are compared
+    with the base's labels; a mismatch names the layer, the label, the expected and the
+    actual value.
   - B(No-op.) The output manifest carries C(fleetos.io/inputs) as an annotation. When
     the output tag's manifest already records these inputs, the task reports no change
     and returns the digest, having read manifests only, no blob.
@@ -87,7 +105,8 @@ options:
       image:
         description:
           - The layer image, C(registry[:port]/repository) with C(:tag) or C(@sha256:digest),
-            built C(FROM scratch).
+            built C(FROM scratch) or C(FROM) a version of O(base) (its layers above that base are
+            composed).
         type: str
         required: true
       requires:
@@ -259,16 +278,27 @@ layers:
     override:
       description: Whether the layer may replace files of earlier layers.
       type: bool
+    built_from:
+      description:
+        - For a layer image built C(FROM) a version of the base, that image; null for a layer built C(FROM scratch).
+        - C(name) is the base's repository, C(digest) the image's (as its tag resolved, or as the annotation
+          names it; the base's own digest when it is the composed base), C(version) its version label, and
+          C(older) whether it was created before the composed base.
+      type: dict
   sample: [{"name": "kubelet", "image": "198.51.100.1:5000/fleetos/kubelet", "digest": "sha256:76ec...",
-            "reference": "198.51.100.1:5000/fleetos/kubelet@sha256:76ec...", "version": "1.31.4", "override": false}]
+            "reference": "198.51.100.1:5000/fleetos/kubelet@sha256:76ec...", "version": "1.31.4", "override": false,
+            "built_from": {"name": "198.51.100.1:5000/fleetos/lab-os", "digest": "sha256:44d0...", "version": "1.0",
+                           "older": true}}]
 blobs:
   description:
     - What reached the output repository, and how many blobs were read from the registry.
     - C(mounted), C(uploaded) and C(skipped) (the repository had it) count blobs,
       configurations included; in check mode and for a no-op they are 0.
-    - C(read) counts the blobs read (configurations and the layer blobs listed);
-      0 for a no-op.
-  returned: success
+    - C(read) counts the blobs read from a registry (configurations, the layer blobs listed, and
+      the blobs read from their source to be uploaded to another registry or to one that does
+      not mount); 0 for a no-op.
+    - A failed task returns it too, with what was read before the failure.
+  returned: success, and on failure after the options were accepted
   type: dict
   sample: {"mounted": 1, "uploaded": 1, "skipped": 3, "read": 2}
 """
@@ -289,9 +319,11 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     sentence,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import parse_image, shown
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, parse_image, shown
+from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label
 from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._registry import (
+    BlobCopy,
     Registry,
     copy_blob,
     push_blob,
@@ -309,6 +341,12 @@ LAYER_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 DEFAULT_CACHE = (".cache", "fleetos.layering", "compose")
 # A configuration blob larger than this is not kept in the cache.
 CONFIG_CACHE_MAX = 1024 * 1024
+_NUMBER_RE = re.compile(r"(\d+)")
+
+
+def _version_key(tag):
+    """A tag as a version sorts: ``1.10`` after ``1.9`` (numbers compared as numbers)."""
+    return [(1, int(part), "") if part.isdigit() else (0, 0, part) for part in _NUMBER_RE.split(tag)]
 
 
 # --------------------------------------------------------------------------
@@ -420,6 +458,8 @@ class Composer:
         cache_dir = params["layer_cache_dir"] or os.path.join(pwd.getpwuid(os.getuid()).pw_dir, *DEFAULT_CACHE)
         self.cache = BlobCache(cache_dir)
         self.counts = dict(mounted=0, uploaded=0, skipped=0, read=0)
+        self.base_tags = None  # the tags of the base's repository, listed once, when a layer's base is looked up
+        self.tag_manifests = {}
 
     def client(self, ref):
         if ref.registry not in self.clients:
@@ -543,29 +583,113 @@ class Composer:
                 layer["name"], layer["image"], key or wanted, config["architecture"]))
         return doc, config
 
+    def platform_image(self, ref, doc, described, key, architecture):
+        """The single-platform manifest of ``doc`` (an image of ``ref``'s repository) -> (document, digest), or
+        (None, None) when an index has no entry for the platform."""
+        if not described["index"]:
+            return doc, described["digest"]
+        digest = platform_digest(described, key or architecture or "")
+        if digest is None:
+            return None, None
+        return self.manifest(ref, digest)[0], digest
+
+    def base_candidates(self, preferred):
+        """The tags of the base's repository, once per run, those in ``preferred`` first, then the others from
+        the highest version down; signatures and attestations (``sha256-...``) left out."""
+        if self.base_tags is None:
+            self.base_tags = self.client(self.base_ref).list_tags(self.repository(self.base_ref))
+        tags = [tag for tag in self.base_tags if not tag.startswith("sha256-")]
+        ordered = [tag for tag in preferred if tag in tags]
+        return ordered + sorted((tag for tag in tags if tag not in ordered), key=_version_key, reverse=True)
+
+    def tagged(self, tag):
+        """The manifest a tag of the base's repository names, read once per run -> (document, described)."""
+        if tag not in self.tag_manifests:
+            self.tag_manifests[tag] = self.manifest(self.base_ref, tag)
+        return self.tag_manifests[tag]
+
+    def built_from(self, part, evidence, base, key, architecture):
+        """The image a layer was built FROM, found in the base's repository (manifests and its configuration,
+        no layer blob) -> (record ``{name, digest, version, older}``, its configuration, the boundary)."""
+        repository = self.base_ref.name
+        found = None
+        if evidence["kind"] == "base":
+            found = (base["digest"], base["manifest"], base["config"])
+        elif evidence["kind"] == "annotated":
+            digest = evidence["digest"]
+            shown_base = "%s@%s" % (evidence["name"], digest) if evidence["name"] else digest
+            if not is_digest(digest) or self.client(self.base_ref).head_manifest(
+                    self.repository(self.base_ref), digest) is None:
+                raise _compose.refusal(part, repository, "is built FROM %s (its annotation %s), which is not an image "
+                                       "of the base's repository %s" % (shown_base, _compose.BASE_DIGEST_LABEL,
+                                                                        repository))
+            doc, described = self.manifest(self.base_ref, digest)
+            doc, dummy = self.platform_image(self.base_ref, doc, described, key, architecture)
+            if doc is None or not _compose.begins_with(part["manifest"], doc, evidence["at_least"]):
+                raise ImageError("Layer '%s' (%s) names the base %s in its annotation %s, but its layers do not begin "
+                                 "with that image's layers for %s: expected the layers of the base it was built FROM, "
+                                 "then its own." % (part["name"], part["image"], shown_base,
+                                                    _compose.BASE_DIGEST_LABEL, key or architecture))
+            found = (digest, doc, None)
+        else:
+            preferred = [_compose.labels_of(part["config"]).get(name) for name in VERSION_LABELS]
+            for tag in self.base_candidates([tag for tag in preferred if tag]):
+                try:
+                    doc, described = self.tagged(tag)
+                    doc, dummy = self.platform_image(self.base_ref, doc, described, key, architecture)
+                except ImageError:
+                    continue  # a tag removed since the listing, or one that names no image: not this layer's base
+                if doc is not None and _compose.begins_with(part["manifest"], doc, evidence["at_least"]):
+                    found = (described["digest"], doc, None)
+                    break
+            if found is None:
+                raise _compose.refusal(part, repository, "is built on a base that is not a version of the base's "
+                                       "repository %s: no image tagged there has its first layers, up to its %s %s"
+                                       % (repository, _compose.FINAL_DIFFID_LABEL, evidence["final"]))
+        digest, doc, config = found
+        if _compose.layer_digests(doc) == _compose.layer_digests(base["manifest"]):
+            digest, config = base["digest"], base["config"]
+        if config is None:
+            config = self.config(self.base_ref, doc["config"]["digest"])
+        older = _compose.older(config, base["config"]) if digest != base["digest"] else False
+        record = dict(name=repository, digest=digest, version=_compose.version_of(config), older=older)
+        return record, config, len(doc.get("layers") or [])
+
     def compose_platform(self, base, layers, inputs, platform, key, base_digest):
+        """Compose one platform: every decision from manifests and configurations first, then the layer blobs."""
         base_doc = self.manifest(base["ref"], base_digest)[0] if key else base["doc"]
         if "config" not in base_doc:
             raise ImageError("The base %s is not an image manifest." % base["name"])
         base_config = self.config(base["ref"], base_doc["config"]["digest"])
         labels = _compose.labels_of(base_config)
+        this_base = dict(base, manifest=base_doc, config=base_config)
         parts = []
         for layer in layers:
             doc, config = self.layer_for(layer, key, base_config.get("architecture"))
-            part = dict(layer, manifest=doc, config=config)
-            if layer.get("version") is None:
-                layer["version"] = part["version"] = _compose.version_of(config)
+            part = dict(layer, manifest=doc, config=config, boundary=0, built_from=None)
             _compose.check_requires(part, labels, "%s@%s" % (base["name"], base["digest"]))
+            evidence = _compose.layer_base(part, this_base)
+            own_labels = _compose.labels_of(config)
+            if evidence["kind"] != "scratch":
+                part["built_from"], from_config, part["boundary"] = self.built_from(
+                    part, evidence, this_base, key, base_config.get("architecture"))
+                own_labels = _compose.own_labels(config, from_config)
+            if layer.get("version") is None:
+                layer["version"] = first_label(own_labels, VERSION_LABELS)
+            if layer.get("built_from") is None:
+                layer["built_from"] = part["built_from"]
+            part["version"] = layer["version"]
+            part["own"] = _compose.check_own_layers(part, this_base)
             parts.append(part)
         for part in parts:
             part["entries"] = []
-            for descriptor in part["manifest"].get("layers") or []:
+            for descriptor in part["own"]:
                 part["entries"] += self.entries(part, descriptor)
             _compose.check_entries(part, part["entries"])
         _compose.check_conflicts(parts, lambda part: part["entries"])
         if base.get("version") is None:
             base["version"] = _compose.version_of(base_config)
-        composed = _compose.compose(dict(base, manifest=base_doc, config=base_config), parts, inputs, platform)
+        composed = _compose.compose(this_base, parts, inputs, platform)
         composed["key"] = key
         return composed
 
@@ -582,6 +706,8 @@ class Composer:
                 how = copy_blob(out_client, repository, descriptor["digest"], descriptor["size"],
                                 self.client(source), self.repository(source))
                 self.counts[how] += 1
+                if how == BlobCopy.UPLOADED:  # an upload reads the blob from its source first
+                    self.counts["read"] += 1
                 done.add(descriptor["digest"])
             if item["config_digest"] not in done:
                 dummy, how = push_blob(out_client, repository, item["config"])
@@ -605,10 +731,10 @@ class Composer:
         current, current_digest = self.existing(tag)
         record = _compose.recorded(current)
         if record is not None and record["inputs"] == inputs:
-            versions = dict((item.get("name"), item.get("version")) for item in record["layers"]
-                            if isinstance(item, dict))
+            by_name = dict((item.get("name"), item) for item in record["layers"] if isinstance(item, dict))
             for layer in layers:
-                layer["version"] = versions.get(layer["name"])
+                layer["version"] = by_name.get(layer["name"], {}).get("version")
+                layer["built_from"] = by_name.get(layer["name"], {}).get("built_from")
             base["version"] = record["base"].get("version")
             manifests = {}
             if current.get("mediaType") == _compose.OCI_INDEX:
@@ -642,7 +768,7 @@ class Composer:
                       version=base.get("version")),
             layers=[dict(name=layer["name"], image=layer["image"], digest=layer["digest"],
                          reference="%s@%s" % (layer["image"], layer["digest"]), version=layer.get("version"),
-                         override=layer["override"]) for layer in layers],
+                         override=layer["override"], built_from=layer.get("built_from")) for layer in layers],
             blobs=dict(self.counts),
         )
 
@@ -671,12 +797,15 @@ def main():
     except FleetosError as exc:
         if composer is not None:
             module.no_log_values.update(composer.secrets())
+            exc.details.setdefault("blobs", dict(composer.counts))
         module.fail_json(msg=sentence(exc.msg), **exc.details)
     except Exception as exc:
+        details = {}
         if composer is not None:
             module.no_log_values.update(composer.secrets())
+            details["blobs"] = dict(composer.counts)
         module.fail_json(msg=sentence("Failed to compose image '%s': unexpected error: %s" % (
-            shown(params["output"]), exc)), exception=traceback.format_exc())
+            shown(params["output"]), exc)), exception=traceback.format_exc(), **details)
     module.no_log_values.update(composer.secrets())
     module.exit_json(**result)
 

@@ -252,6 +252,16 @@ def lock_document(images, results):
             raise FleetosError("The LayeredImage '%s' has no composed digest for the lock: %s"
                                % (image["name"], str(cause).rstrip(".")))
         given = {layer["name"]: layer["image"] for layer in image["layers"]}
+        layers = []
+        for layer in result["layers"]:
+            record = {"name": layer["name"], "image": given.get(layer["name"]), "repository": layer["image"],
+                      "digest": layer["digest"], "version": layer.get("version"),
+                      "override": bool(layer.get("override"))}
+            if isinstance(layer.get("built_from"), dict):
+                built_from = layer["built_from"]
+                record["built_from"] = {"name": built_from.get("name"), "digest": built_from.get("digest"),
+                                        "version": built_from.get("version"), "older": bool(built_from.get("older"))}
+            layers.append(record)
         entries.append({
             "name": image["name"],
             "image": "%s@%s" % (result["output"], result["digest"]),
@@ -261,9 +271,7 @@ def lock_document(images, results):
             "inputs": result.get("inputs"),
             "base": {"image": image["base"], "name": result["base"]["name"], "digest": result["base"]["digest"],
                      "version": result["base"].get("version")},
-            "layers": [{"name": layer["name"], "image": given.get(layer["name"]), "repository": layer["image"],
-                        "digest": layer["digest"], "version": layer.get("version"),
-                        "override": bool(layer.get("override"))} for layer in result["layers"]],
+            "layers": layers,
         })
     return {"apiVersion": API_VERSION, "kind": LOCK_KIND, "images": entries}
 
@@ -388,13 +396,23 @@ def _move(name, before, after):
     return "%s %s → %s" % (name, old, new)
 
 
+def _built_on(layer, base):
+    """``built on base 1.0`` for a layer built FROM another image of the base than the one composed, else None."""
+    built_from = layer.get("built_from")
+    if not isinstance(built_from, dict) or built_from.get("digest") in (None, base.get("digest")):
+        return None
+    return "built on base %s" % _version(built_from)
+
+
 def diff_locks(previous, current):
     """What moved from the ``previous`` lock document (or None) to ``current``, per LayeredImage.
 
     -> a list sorted by name: ``name``, ``status`` (``added``, ``removed``, ``changed``,
     ``unchanged``), ``digest`` ``{before, after}``, ``moved`` (one phrase per input that
     moved: ``kubelet 1.31.4 → 1.31.5``, ``base 1.0 → 1.1``, ``layer ovs added``) and
-    ``summary`` (one line: the moves, then ``base unchanged`` when the base did not move).
+    ``summary`` (one line: the moves, then ``base unchanged`` when the base did not move, then
+    ``kubelet built on base 1.0`` for each layer built FROM another image of the base than the
+    one composed).
     """
     before = {entry["name"]: entry for entry in (previous or {}).get("images", [])}
     after = {entry["name"]: entry for entry in current.get("images", [])}
@@ -404,8 +422,9 @@ def diff_locks(previous, current):
         change = {"name": name, "digest": {"before": old and old["digest"], "after": new and new["digest"]},
                   "moved": []}
         if old is None:
-            change.update(status="added", summary="added: base %s, %s" % (
-                _version(new["base"]), ", ".join("%s %s" % (l["name"], _version(l)) for l in new["layers"])))
+            change.update(status="added", summary="added: base %s, %s" % (_version(new["base"]), ", ".join(
+                " ".join(filter(None, ("%s %s" % (l["name"], _version(l)), _built_on(l, new["base"]))))
+                for l in new["layers"])))
         elif new is None:
             change.update(status="removed", summary="removed")
         else:
@@ -433,6 +452,9 @@ def diff_locks(previous, current):
             parts = list(moved)
             if status == "changed" and old["base"].get("digest") == new["base"].get("digest"):
                 parts.append("base unchanged")
+            if status == "changed":
+                parts += ["%s %s" % (l["name"], _built_on(l, new["base"])) for l in new["layers"]
+                          if _built_on(l, new["base"])]
             change.update(status=status, moved=moved, summary=", ".join(parts) if parts else "unchanged")
         changes.append(change)
     return changes
@@ -460,6 +482,16 @@ def summary_markdown(changes, current, lock_path=None):
                   row % ("base", base["name"], base.get("version") or "-", base["digest"])]
         lines += [row % (layer["name"], layer["repository"], layer.get("version") or "-", layer["digest"])
                   for layer in entry["layers"]]
+        notes = [layer for layer in entry["layers"] if _built_on(layer, base)]
+        if notes:
+            lines.append("")
+        for layer in notes:
+            built_from = layer["built_from"]
+            lines.append("- %s is built on base `%s` %s (`%s`), %s the composed base %s: only its own layers are "
+                         "composed, on %s." % (layer["name"], built_from.get("name"), _version(built_from),
+                                               built_from.get("digest"),
+                                               "older than" if built_from.get("older") else "not",
+                                               _version(base), _version(base)))
     return "\n".join(lines) + "\n"
 
 

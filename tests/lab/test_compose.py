@@ -227,7 +227,7 @@ def test_each_bad_layer_fails_before_any_push(lab, composer):
                            "which an image update never replaces): expected paths under /usr and /etc only."
                            % var["reference"])
     assert messages[1] == ("Layer 'bad-whiteout' (%s) removes /usr/bin/bash with the whiteout /usr/bin/.wh.bash: "
-                           "expected a layer built FROM scratch that only adds files." % whiteout["reference"])
+                           "expected a layer that only adds files." % whiteout["reference"])
     assert messages[2] == ("Layers 'kubelet' and 'clash' both write /usr/bin/kubelet: expected each file in one "
                            "layer only, or override: true on 'clash' to let it win.")
     assert messages[3].startswith("Layer 'kubelet' requires the base label 'ostree.linux' to be "

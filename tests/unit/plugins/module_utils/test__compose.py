@@ -235,10 +235,22 @@ def test_a_layer_under_usr_and_etc_passes():
                            "/etc: expected paths under /usr and /etc only."),
     (["usr/lib/.wh.libfoo.so", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) removes "
                                         "/usr/lib/libfoo.so with the whiteout /usr/lib/.wh.libfoo.so: expected a "
-                                        "layer built FROM scratch that only adds files."),
-    (["usr/lib/.wh..wh..opq", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) removes "
-                                       "/usr/lib/.wh..opq with the whiteout /usr/lib/.wh..wh..opq: expected a layer "
-                                       "built FROM scratch that only adds files."),
+                                        "layer that only adds files."),
+    (["usr/share/.wh..wh..opq", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) empties /usr/share "
+                                         "with the opaque whiteout /usr/share/.wh..wh..opq: expected a layer that "
+                                         "only adds files."),
+    ([".wh..wh..opq", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) empties / with the opaque "
+                               "whiteout /.wh..wh..opq: expected a layer that only adds files."),
+    (["usr/lib/os-release", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) carries an OS tree of its "
+                                     "own (it has /usr/lib/os-release), which would replace the base's: expected a "
+                                     "layer that only adds files to the base."),
+    (["usr/lib/modules/6.1.0/vmlinuz", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) carries an OS "
+                                                "tree of its own (it has /usr/lib/modules/6.1.0/vmlinuz), which would "
+                                                "replace the base's: expected a layer that only adds files to the "
+                                                "base."),
+    (["sysroot/ostree/repo/config", "file"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) carries an OS tree "
+                                             "of its own (it has /sysroot/ostree/repo/config), which would replace the "
+                                             "base's: expected a layer that only adds files to the base."),
     (["usr/dev/null", "chardev"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) has a character device node "
                                   "at /usr/dev/null: expected regular files, directories and links only."),
     (["usr/run/pipe", "fifo"], "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) has a FIFO at /usr/run/pipe: "
@@ -290,14 +302,127 @@ def test_requires_compares_base_labels():
     _compose.check_requires(layer, {"ostree.linux": "5.14.0-570.el9.x86_64"}, "reg/os@sha256:x")
 
 
-def test_a_layer_built_from_the_base_is_refused():
-    layer = make_layer("kubelet", "3", "f")
-    layer["manifest"] = manifest([digest("1"), digest("3")])
-    layer["config"]["rootfs"]["diff_ids"] = [digest("d"), digest("f")]
+# --------------------------------------------------------------------------
+# layers built FROM a version of the base
+
+
+def derived(name="kubelet", base_layers=("1", "2"), base_diffs=("d", "e"), own=(("3", "f"),), labels=None,
+            annotations=None, history=None):
+    """A layer image built FROM an image with ``base_layers`` (blob, diff_id chars), plus ``own`` layers."""
+    layer = make_layer(name, own[0][0], own[0][1])
+    layer["manifest"] = manifest([digest(c) for c in base_layers] + [digest(blob) for blob, dummy in own])
+    if annotations:
+        layer["manifest"]["annotations"] = annotations
+    layer["config"] = image([digest(c) for c in base_diffs] + [digest(diff) for dummy, diff in own],
+                            "2026-02-01T00:00:00Z", labels if labels is not None else {"version": "1.31.4"},
+                            history=history)
+    return layer
+
+
+BOOTABLE = {"ostree.bootable": "true", "ostree.commit": "ab" * 32, "version": "1.0"}
+
+
+@pytest.mark.parametrize("layer, found", [
+    (make_layer("kubelet", "3", "f"), {"kind": "scratch"}),
+    # No label says where its base ends, but its first layers are all the composed base's.
+    (derived(labels={}), {"kind": "base", "boundary": 2}),
+    (derived(labels=dict(BOOTABLE, **{"ostree.final-diffid": digest("e")})), {"kind": "base", "boundary": 2}),
+    # Built on another base (its layers 7, 8): the label tells where that base's ostree content ends.
+    (derived(base_layers=("7", "8"), base_diffs=("5", "6"), labels=dict(BOOTABLE, **{"ostree.final-diffid": digest("6")})),
+     {"kind": "final-diffid", "at_least": 2, "final": digest("6")}),
+    # The annotations a build tool writes name the image it was built from; they come first.
+    (derived(base_layers=("7", "8"), base_diffs=("5", "6"), labels=dict(BOOTABLE, **{"ostree.final-diffid": digest("5")}),
+             annotations={"org.opencontainers.image.base.digest": digest("9"),
+                          "org.opencontainers.image.base.name": "quay.io/os/base:0.9"}),
+     {"kind": "annotated", "digest": digest("9"), "name": "quay.io/os/base:0.9", "at_least": 1}),
+    (derived(annotations={"org.opencontainers.image.base.digest": digest("b")}),
+     {"kind": "annotated", "digest": digest("b"), "name": None, "at_least": 0}),
+])
+def test_layer_base_says_where_the_layers_of_the_base_end(layer, found):
+    assert _compose.layer_base(layer, make_base()) == found
+
+
+NO_BOUNDARY = ("no base boundary (neither the label ostree.final-diffid nor the annotation "
+               "org.opencontainers.image.base.digest): expected a layer built FROM scratch, or FROM a version of the "
+               "base %s." % BASE)
+
+
+@pytest.mark.parametrize("layer, message", [
+    (derived(base_layers=("7",), base_diffs=("5",), labels=dict(BOOTABLE)),
+     "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) carries the labels of a bootable OS image (ostree.bootable, "
+     "ostree.commit) and " + NO_BOUNDARY),
+    (derived(base_layers=("7",), base_diffs=("5",), labels={"containers.bootc": "1"}),
+     "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) carries the labels of a bootable OS image "
+     "(containers.bootc) and " + NO_BOUNDARY),
+    # Built on the base's first layer only (a base that was rebuilt since, or squashed), no label: no boundary.
+    (derived(base_layers=("1",), base_diffs=("d",), labels={}),
+     "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) contains the base's layer %s and %s" % (digest("1"), NO_BOUNDARY)),
+    (derived(labels=dict(BOOTABLE, **{"ostree.final-diffid": digest("0")})),
+     "Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) has the label ostree.final-diffid %s, which names none of "
+     "its layers: expected the diff_id of the last layer of the base it was built FROM." % digest("0")),
+])
+def test_a_layer_without_a_base_boundary_is_refused_in_one_sentence(layer, message):
     with pytest.raises(ImageError) as raised:
-        composed(layers=[layer])
-    assert raised.value.msg == ("Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) contains the base's layer %s: "
-                                "expected an image built FROM scratch." % digest("1"))
+        _compose.layer_base(layer, make_base())
+    assert raised.value.msg == message
+
+
+def test_a_layer_built_from_the_base_brings_its_own_layers_only():
+    history = [{"created_by": "base 1"}, {"created_by": "ENV x", "empty_layer": True}, {"created_by": "base 2"},
+               {"created_by": "LABEL version=1.31.4", "empty_layer": True}, {"created_by": "COPY kubelet"}]
+    layer = derived(history=history, labels={"version": "1.31.4"})
+    layer.update(boundary=2, built_from={"name": BASE, "digest": digest("b"), "version": "1.0", "older": False})
+    result, inputs = composed(layers=[layer])
+    doc, config = json.loads(result["manifest"]), json.loads(result["config"])
+    assert [entry["digest"] for entry in doc["layers"]] == [digest("1"), digest("2"), digest("3")]
+    assert config["rootfs"]["diff_ids"] == [digest("d"), digest("e"), digest("f")]
+    assert [h["created_by"] for h in config["history"]] == [
+        "base 1", "base 2", "LABEL version=1.31.4", "COPY kubelet"]
+    assert json.loads(config["config"]["Labels"]["fleetos.io/layers"]) == [
+        {"name": "kubelet", "image": "198.51.100.1:5000/fleetos/kubelet", "digest": digest("3"), "version": "1.0",
+         "built_from": {"name": BASE, "digest": digest("b"), "version": "1.0", "older": False}}]
+    assert _compose.recorded(doc)["layers"][0]["built_from"]["digest"] == digest("b")
+
+
+def test_a_layer_without_layers_of_its_own_is_refused():
+    layer = derived(own=(("2", "e"),))
+    layer["manifest"] = manifest([digest("7"), digest("8")])
+    layer.update(boundary=2, built_from={"name": BASE, "digest": digest("9")})
+    with pytest.raises(ImageError) as raised:
+        _compose.check_own_layers(layer, make_base())
+    assert raised.value.msg == ("Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) adds no layer to the base it was "
+                                "built FROM (%s@%s): expected at least one layer of its own." % (BASE, digest("9")))
+    # Its own layers are not the composed base's either.
+    layer["manifest"] = manifest([digest("7"), digest("8"), digest("2")])
+    with pytest.raises(ImageError) as raised:
+        _compose.check_own_layers(layer, make_base())
+    assert raised.value.msg == ("Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) contains the base's layer %s "
+                                "above the base it was built FROM (%s@%s): expected layers of its own only."
+                                % (digest("2"), BASE, digest("9")))
+    # FROM scratch, through compose() itself: the same refusal as layer_base's.
+    scratch = make_layer("kubelet", "3", "f")
+    scratch["manifest"] = manifest([digest("1"), digest("3")])
+    scratch["config"]["rootfs"]["diff_ids"] = [digest("d"), digest("f")]
+    with pytest.raises(ImageError) as raised:
+        composed(layers=[scratch])
+    assert raised.value.msg == ("Layer 'kubelet' (198.51.100.1:5000/fleetos/kubelet) contains the base's layer %s "
+                                "and %s" % (digest("1"), NO_BOUNDARY))
+
+
+@pytest.mark.parametrize("first, at_least, expected", [
+    (["1", "2"], 0, True), (["1", "2"], 2, True), (["1", "2"], 3, False), (["1"], 0, True),
+    (["1", "2", "3"], 0, True), (["1", "2", "3", "4"], 0, False), (["2"], 0, False), ([], 0, False),
+])
+def test_begins_with_needs_the_base_s_layers_first(first, at_least, expected):
+    assert _compose.begins_with(manifest([digest("1"), digest("2"), digest("3")]), manifest([digest(c) for c in first]),
+                                at_least) is expected
+
+
+def test_a_layer_s_own_labels_and_which_base_is_older():
+    base = image([], "2026-01-01T00:00:00Z", {"version": "1.0", "ostree.linux": "6"})
+    layer = image([], "2026-02-01T00:00:00.5Z", {"version": "1.0", "ostree.linux": "6", "kubelet": "1.31"})
+    assert _compose.own_labels(layer, base) == {"kubelet": "1.31"}
+    assert (_compose.older(base, layer), _compose.older(layer, base), _compose.older({}, layer)) == (True, False, False)
 
 
 def test_diff_ids_must_match_the_layers():

@@ -124,6 +124,20 @@ class FakeRegistry:
                 length = int(self.headers.get("Content-Length") or 0)
                 return self.rfile.read(length) if length else b""
 
+            def _tags(self, repo, query):
+                """tags/list, sorted, ``n`` per page with a ``Link`` to the next page after ``last``."""
+                if not self._authorized():
+                    return self._challenge("repository:%s:pull" % repo)
+                tags = sorted(ref for (name, ref) in registry.manifests if name == repo and not ref.startswith("sha256:"))
+                if not tags:
+                    return self._send(404, b'{"errors":[{"code":"NAME_UNKNOWN"}]}')
+                tags = [tag for tag in tags if tag > query.get("last", [""])[0]]
+                size = int(query.get("n", [len(tags) or 1])[0])
+                headers = {"Content-Type": "application/json"}
+                if len(tags) > size:
+                    headers["Link"] = '</v2/%s/tags/list?last=%s&n=%d>; rel="next"' % (repo, tags[size - 1], size)
+                return self._send(200, json.dumps({"name": repo, "tags": tags[:size]}).encode(), headers)
+
             def handle_one(self):
                 url = urlsplit(self.path)
                 registry.requests.append((self.command, url.path, bool(self.headers.get("Authorization"))))
@@ -136,6 +150,9 @@ class FakeRegistry:
                     return self._send(200, json.dumps({"token": TOKEN}).encode())
                 if registry.fail:
                     return self._send(registry.fail.pop(0))
+                listing = re.match(r"^/v2/(.+)/tags/list$", url.path)
+                if listing:
+                    return self._tags(listing.group(1), parse_qs(url.query))
                 match = re.match(r"^/v2/(.+)/(manifests|blobs)/(uploads/)?(.*)$", url.path)
                 if not match:
                     return self._send(404)
@@ -359,3 +376,15 @@ def test_basic_credentials_go_to_every_repository_once_asked(fake):
     registry.get_manifest("os/base", "1.0")
     registry.get_manifest("os/kubelet", "1.0")
     assert [r[2] for r in fake.requests] == [False, True, True]
+
+
+def test_list_tags_follows_the_next_link_page_after_page(fake):
+    for tag in ("1.0", "1.1", "2.0"):
+        fake.add_manifest("os/base", tag, MANIFEST.replace(b"[]", b'[{"t":"%s"}]' % tag.encode()))
+    registry = client(fake)
+    assert registry.list_tags("os/base", page=2) == ["1.0", "1.1", "2.0"]
+    assert [r[1] for r in fake.requests if r[1].endswith("/tags/list") and r[2]] == ["/v2/os/base/tags/list"] * 2
+    with pytest.raises(ImageError) as raised:
+        registry.list_tags("os/none")
+    assert raised.value.msg == ("Failed to list the tags of '%s/os/none': the registry has no such repository "
+                                "(name unknown)." % fake.address)

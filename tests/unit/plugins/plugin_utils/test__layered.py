@@ -249,6 +249,30 @@ def test_summary_and_report():
         "success", {"composed": 1}, {}, "inv/layered-images.lock.yml")
 
 
+def test_a_layer_built_on_an_older_base_is_in_the_lock_the_diff_and_the_summary():
+    """The lock records the base a layer was built FROM; the summary names it beside the composed base."""
+    built_from = {"name": REG + "/os/base", "digest": D["e"], "version": "9.5", "older": True}
+    result = compose_result(D["0"], base=("9.6", D["b"]))
+    result["layers"][0]["built_from"] = built_from
+    current = lock_of(result)
+    text = _layered.lock_text(current)
+    kubelet, ovs = yaml.safe_load(text)["images"][0]["layers"]
+    assert kubelet["built_from"] == built_from and "built_from" not in ovs
+    (added,) = _layered.diff_locks(None, current)
+    assert added["summary"] == "added: base 9.6, kubelet 1.31.4 built on base 9.5, ovs 3.4"
+    (change,) = _layered.diff_locks(lock_of(compose_result(D["d"], base=("9.5", D["e"]))), current)
+    assert change["summary"] == "base 9.5 → 9.6, kubelet built on base 9.5"
+    summary = _layered.summary_markdown([change], current)
+    assert "| base `%s/os/base` | 9.6 | `%s` |" % (REG, D["b"]) in summary
+    assert ("- kubelet is built on base `%s/os/base` 9.5 (`%s`), older than the composed base 9.6: only its own "
+            "layers are composed, on 9.6." % (REG, D["e"])) in summary
+    # Built FROM the composed base itself: nothing to say.
+    result["layers"][0]["built_from"] = dict(built_from, digest=D["b"], version="9.6", older=False)
+    (same,) = _layered.diff_locks(None, lock_of(result))
+    assert same["summary"] == "added: base 9.6, kubelet 1.31.4, ovs 3.4"
+    assert "is built on base" not in _layered.summary_markdown([same], lock_of(result))
+
+
 LAYERS = '[{"digest":"%s","image":"r/k","name":"kubelet","version":"1.31.5"},{"digest":"%s","image":"r/o","name":"ovs"}]'
 
 
