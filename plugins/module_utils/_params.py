@@ -167,17 +167,17 @@ def defaults(argument_spec, **given):
 def checked_module(argument_spec, text_options=(), **kwargs):
     """``AnsibleModule(argument_spec=argument_spec, **kwargs)`` once :func:`check_arguments` passes.
 
-    Otherwise the task fails with its sentence, from a module that takes every option as
-    given (so that AnsibleModule neither converts nor echoes the refused value; secrets stay
-    masked).
+    The arguments are read first by a module that takes every option as given (type raw: AnsibleModule
+    neither converts nor echoes a refused value, and secrets stay masked); a refusal fails the task from
+    it, with its sentence.
     """
+    as_given = {name: dict(type="raw", no_log=bool(option.get("no_log")), aliases=option.get("aliases", []))
+                for name, option in argument_spec.items()}
+    given = basic.AnsibleModule(argument_spec=as_given, supports_check_mode=True)
     try:
-        check_arguments(argument_spec, basic._load_params(), text_options)
+        check_arguments(argument_spec, given.params, text_options)
     except InvalidInputError as exc:
-        as_given = {name: dict(type="raw", no_log=bool(option.get("no_log")), aliases=option.get("aliases", []))
-                    for name, option in argument_spec.items()}
-        module = basic.AnsibleModule(argument_spec=as_given, supports_check_mode=True)
-        module.fail_json(msg=exc.msg)
+        given.fail_json(msg=exc.msg)
     return basic.AnsibleModule(argument_spec=argument_spec, **kwargs)
 
 

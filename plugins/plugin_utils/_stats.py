@@ -23,7 +23,8 @@ STATS_PREFIX = "fleetos_last_"
 
 def _host_row(kind, row):
     if kind == "plan":
-        return row.get("action"), row.get("digest"), row.get("booted_digest")
+        # A plan from the inventory alone names the image and decides no action: "planned".
+        return row.get("action") or "planned", row.get("digest"), row.get("booted_digest")
     if kind == "status":
         return ("staged" if row.get("staged_digest") else "booted"), row.get("staged_digest"), row.get("booted_digest")
     if kind == "adopt":

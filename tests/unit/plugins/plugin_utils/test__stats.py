@@ -75,3 +75,9 @@ def test_a_rollouts_stats_map_each_tag_it_resolved_to_its_digest():
         {"host": "n3", "status": "unchanged", "wanted": "r/db@" + A, "target_digest": A},
         {"host": "n4", "status": "plan_failed", "wanted": "r/x:1", "target_digest": None}]}
     assert job_stats(report, "rollout")["fleetos_last_rollout"]["images"] == {"r/os:stable": B}
+
+
+def test_a_plan_from_the_inventory_alone_counts_its_hosts_planned():
+    report = {"hosts": [{"host": "n1", "action": None, "digest": B}, {"host": "n2", "action": None, "digest": B}]}
+    value = job_stats(report, "plan")["fleetos_last_plan"]
+    assert value["counts"] == {"planned": 2} and value["hosts"]["n1"]["status"] == "planned"
