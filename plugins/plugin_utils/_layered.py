@@ -513,7 +513,8 @@ def compose_report(images, results, changes, lock_path=None):
         counts[status] = counts.get(status, 0) + 1
         rows.append({"name": image["name"], "status": status, "digest": result.get("digest"),
                      "previous_digest": (change.get("digest") or {}).get("before"),
-                     "summary": change.get("summary"), "blobs": result.get("blobs")})
+                     "summary": change.get("summary"), "blobs": result.get("blobs"),
+                     "error": result.get("msg") if result.get("failed") else None})
     return {"result": "failed" if counts.get("failed") else "success", "counts": counts, "images": rows,
             "lock": lock_path, "hosts": []}
 

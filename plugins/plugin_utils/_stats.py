@@ -9,8 +9,11 @@
 
 Every playbook of the collection gives the same shape under ``fleetos_last_<kind>``:
 ``kind``, ``result``, ``counts``, ``stop_reason``, ``rollout`` (the rollout id, when there
-is one), ``report_dir`` and ``hosts`` (host -> ``status``, ``target_digest``,
-``booted_digest``). Reasons and timings stay in the report files.
+is one), ``report_dir``, ``hosts`` (host -> ``status``, ``target_digest``,
+``booted_digest``) and ``summary``: a short Markdown text of the result, the counts, why the run
+stopped and the hosts that need a look (at most ``SUMMARY_ROWS`` of them, with their reasons), which
+the playbook also prints, so that it outlives the job's files (AWX removes a job's private data
+directory; the stats stay with the job). Timings stay in the report files.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import In
 
 KINDS = ("plan", "rollout", "rollback", "adopt", "status", "compose")
 STATS_PREFIX = "fleetos_last_"
+# Rows the summary names at most (the others are counted): a fleet of thousands stays a few lines.
+SUMMARY_ROWS = 20
+# Statuses a summary does not name host by host: the host is where it should be.
+_SETTLED = frozenset(("activated", "unchanged", "staged", "skipped", "planned", "booted", "stage", "activate", "pin",
+                      "adopted", "composed", "rolled_back"))
 
 
 def _host_row(kind, row):
@@ -39,9 +47,13 @@ def _compose_stats(report, report_dir):
     images = {row["name"]: {"status": row.get("status"), "digest": row.get("digest"),
                             "previous_digest": row.get("previous_digest")}
               for row in report["images"] if isinstance(row, dict) and row.get("name")}
-    return {"kind": "compose", "result": report.get("result"), "counts": dict(report.get("counts") or {}),
-            "stop_reason": report.get("stop_reason"), "rollout": None, "report_dir": report_dir, "hosts": {},
-            "images": images, "lock": report.get("lock")}
+    stats = {"kind": "compose", "result": report.get("result"), "counts": dict(report.get("counts") or {}),
+             "stop_reason": report.get("stop_reason"), "rollout": None, "report_dir": report_dir, "hosts": {},
+             "images": images, "lock": report.get("lock")}
+    rows = [{"host": row.get("name"), "status": row.get("status"), "reason": row.get("error") or row.get("summary")}
+            for row in report["images"] if isinstance(row, dict) and row.get("name")]
+    stats["summary"] = summary(stats, rows, "LayeredImage")
+    return stats
 
 
 def job_stats(report, kind, report_dir=None):
@@ -85,4 +97,39 @@ def job_stats(report, kind, report_dir=None):
         stats["windows_closed"] = dict((pool, {
             "remaining": len(info.get("hosts") or []), "next_open": info.get("next_open"),
             "next_open_local": info.get("next_open_local")}) for pool, info in (report.get("windows_closed") or {}).items())
+    stats["summary"] = summary(stats, [row for row in report["hosts"] if isinstance(row, dict) and row.get("host")])
     return {STATS_PREFIX + kind: stats}
+
+
+def summary(stats, rows, what="host"):
+    """A short Markdown text of a run: its result, counts, stop reason and warnings, the windows that closed,
+    and the rows whose status needs a look (at most ``SUMMARY_ROWS``, each with its reason)."""
+    lines = ["**fleetos.layering %s: %s**%s" % (stats["kind"], stats["result"],
+                                                " (rollout %s)" % stats["rollout"] if stats.get("rollout") else ""), ""]
+    counts = stats.get("counts") or {}
+    lines.append("%ss: %s" % (what[:1].upper() + what[1:], ", ".join("%s %s" % (counts[status], status)
+                                                          for status in sorted(counts) if counts[status]) or "none"))
+    if stats.get("stop_reason"):
+        lines.append("Stopped: %s" % stats["stop_reason"])
+    for warning in (stats.get("warnings") or [])[:5]:
+        lines.append("Warning: %s" % warning)
+    for pool, closed in sorted((stats.get("windows_closed") or {}).items()):
+        lines.append("Pool %s: maintenance window closed, %s host(s) left staged, next window %s (%s)" % (
+            pool, closed.get("remaining"), closed.get("next_open_local"), closed.get("next_open")))
+    notable = [row for row in rows if _status(stats["kind"], row) not in _SETTLED]
+    if notable:
+        lines += ["", "| %s | status | reason |" % what, "|---|---|---|"]
+        for row in notable[:SUMMARY_ROWS]:
+            lines.append("| %s | %s | %s |" % (row.get("host"), _status(stats["kind"], row),
+                                              " ".join(str(row.get("error") or row.get("reason") or "-").split())
+                                              .replace("|", "\\|")))
+        if len(notable) > SUMMARY_ROWS:
+            lines.append("")
+            lines.append("and %d more %ss in the report." % (len(notable) - SUMMARY_ROWS, what))
+    if stats.get("report_dir"):
+        lines += ["", "Report: %s" % stats["report_dir"]]
+    return "\n".join(lines)
+
+
+def _status(kind, row):
+    return _host_row(kind, row)[0] if kind != "compose" else row.get("status")

@@ -104,6 +104,15 @@ def test_the_example_plans_without_manifest_errors(tmp_path):
     assert report["manifest_errors"] == [] and report["errors"] == 0
     assert HEADER not in proc.stdout and "Error:" not in markdown
     assert {row["host"]: row["source"] for row in report["hosts"]}["db-03"] == "nodeName"
+    # The summary of set_stats, printed line by line: what outlives an AWX job's files.
+    counts = {}
+    for row in report["hosts"]:
+        status = row["action"] or "planned"
+        counts[status] = counts.get(status, 0) + 1
+    summary = ['"**fleetos.layering plan: success**"', '"Hosts: %s"' % ", ".join(
+        "%d %s" % (counts[status], status) for status in sorted(counts))]
+    lines = [line.strip().rstrip(",") for line in proc.stdout.splitlines()]
+    assert all(line in lines for line in summary), proc.stdout[-2000:]
     # Planning changes nothing: writing plan.json and plan.md on the controller is not reported as a change.
     recap = re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)
     assert recap and recap.group(1) == "0", proc.stdout[-2000:]

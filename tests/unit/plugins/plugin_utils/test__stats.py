@@ -81,3 +81,37 @@ def test_a_plan_from_the_inventory_alone_counts_its_hosts_planned():
     report = {"hosts": [{"host": "n1", "action": None, "digest": B}, {"host": "n2", "action": None, "digest": B}]}
     value = job_stats(report, "plan")["fleetos_last_plan"]
     assert value["counts"] == {"planned": 2} and value["hosts"]["n1"]["status"] == "planned"
+
+
+def test_the_summary_names_the_result_the_counts_and_the_hosts_that_need_a_look_at_most_twenty():
+    rows = [{"host": "n%02d" % i, "status": "failed", "reason": "health: x | y\\nfailed", "target_digest": B}
+            for i in range(25)] + [{"host": "ok", "status": "activated", "reason": "verified", "target_digest": B}]
+    report = {"rollout": "r7", "result": "failed", "stop_reason": "25 activation(s) failed", "hosts": rows,
+              "counts": {"activated": 1, "failed": 25, "staged": 0},
+              "windows_closed": {"a": {"hosts": ["x"], "next_open": "2026-12-12T10:00:00+00:00",
+                                       "next_open_local": "2026-12-12 11:00 Europe/Berlin"}}}
+    text = job_stats(report, "rollout", report_dir="/runner/artifacts/9/rollout-report")["fleetos_last_rollout"]["summary"]
+    lines = text.split("\n")
+    assert lines[:5] == ["**fleetos.layering rollout: failed** (rollout r7)", "", "Hosts: 1 activated, 25 failed",
+                         "Stopped: 25 activation(s) failed",
+                         "Pool a: maintenance window closed, 1 host(s) left staged, next window 2026-12-12 11:00"
+                         " Europe/Berlin (2026-12-12T10:00:00+00:00)"]
+    table = [line for line in lines if line.startswith("| n")]
+    assert len(table) == 20 and table[0] == "| n00 | failed | health: x \\| y\\nfailed |"
+    assert "and 5 more hosts in the report." in lines and "ok" not in text
+    assert lines[-1] == "Report: /runner/artifacts/9/rollout-report"
+
+
+def test_a_plan_and_a_compose_summary():
+    plan = job_stats({"hosts": [{"host": "n1", "action": "error", "reason": "image r/x is invalid"},
+                                {"host": "n2", "action": "stage"}], "warnings": ["No MachineImage source was read."]},
+                     "plan")["fleetos_last_plan"]["summary"]
+    assert plan.split("\n")[:4] == ["**fleetos.layering plan: failed**", "", "Hosts: 1 error, 1 stage",
+                                    "Warning: No MachineImage source was read."]
+    assert "| n1 | error | image r/x is invalid |" in plan and "n2" not in plan
+    compose = job_stats({"result": "failed", "counts": {"failed": 1, "unchanged": 1}, "hosts": [],
+                         "images": [{"name": "worker", "status": "failed", "error": "Layer 'k' carries an OS tree"},
+                                    {"name": "db", "status": "unchanged", "summary": "nothing moved"}]},
+                        "compose")["fleetos_last_compose"]["summary"]
+    assert "LayeredImages: 1 failed, 1 unchanged" in compose
+    assert "| worker | failed | Layer 'k' carries an OS tree |" in compose and "| db |" not in compose
