@@ -39,6 +39,7 @@ import json
 import re
 import tarfile
 
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     BOOTABLE_LABELS,
@@ -48,7 +49,29 @@ from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     first_label,
     is_bootable,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+    DOCKER_MANIFEST,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    REGISTRY_ARGS,
+)
+
+# The options of fleetos.layering.os_image_compose: its module and its action plugin, which checks
+# them as given (module_utils/_params.check_arguments) before the module runs.
+ARGUMENT_SPEC = dict(
+    base=dict(type="str", required=True),
+    layers=dict(type="list", elements="dict", required=True, options=dict(
+        name=dict(type="str", required=True),
+        image=dict(type="str", required=True),
+        requires=dict(type="dict", options=dict(labels=dict(type="dict"))),
+        override=dict(type="bool", default=False),
+    )),
+    output=dict(type="str", required=True),
+    tag=dict(type="str"),
+    layer_cache_dir=dict(type="path"),
+)
+ARGUMENT_SPEC.update(REGISTRY_ARGS)
+ARGUMENT_SPEC.update(RETRY_ARGS)
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"

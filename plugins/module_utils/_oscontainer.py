@@ -25,10 +25,11 @@ import re
 import shutil
 import tarfile
 
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable, run_command
+from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, find_executable, run_command
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS, deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, SKOPEO_ARGS
 
 REPO_PATH = ("srv", "repo")
 WHITEOUT = ".wh."
@@ -36,6 +37,19 @@ OPAQUE = ".wh..wh..opq"
 _CHECKSUM_RE = re.compile(r"^[0-9a-f]{64}$")
 _MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
                    "application/vnd.docker.distribution.manifest.v2+json")
+
+# The options of fleetos.layering.oscontainer_rebase: its module and its action plugin, which checks
+# them as given (module_utils/_params.check_arguments) before the module runs on the host.
+ARGUMENT_SPEC = dict(
+    image=dict(type="str", required=True),
+    custom_description=dict(type="str", default="Managed by fleetos.layering"),
+    lock_finalization=dict(type="bool", default=False),
+    sysroot_repo=dict(type="path", default="/sysroot/ostree/repo"),
+    tmpdir=dict(type="path", default="/var/tmp"),
+    ostree_executable=dict(type="path"),
+)
+for _shared in (REGISTRY_ARGS, RETRY_ARGS, RPM_OSTREE_ARGS, SKOPEO_ARGS):
+    ARGUMENT_SPEC.update(_shared)
 
 
 def is_checksum(value):

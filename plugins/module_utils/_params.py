@@ -12,9 +12,10 @@ and echoes a value it cannot convert or that is not one of the choices in full (
 100,000-character value makes a 100,000-character message). :func:`check_arguments`
 refuses such input first, in one sentence that names the option and the accepted
 form: a type error is named as such, a value is shown cut short (``_image_ref.shown``),
-control characters and oversized values are refused. :func:`checked_module` builds the
-AnsibleModule of a module that way; an action plugin calls :func:`check_arguments` on
-its task arguments.
+control characters and oversized values are refused. An action plugin calls
+:func:`check_arguments` on its task arguments: a Python module's too
+(``plugin_utils/_module_action.py``), as a module has no public way to read its options
+before AnsibleModule converts them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import math
 import os
 import stat
 
-from ansible.module_utils import basic
 from ansible.module_utils.common.validation import (
     check_type_bool,
     check_type_dict,
@@ -162,23 +162,6 @@ def defaults(argument_spec, **given):
     options = {name: option.get("default") for name, option in argument_spec.items()}
     options.update(given)
     return options
-
-
-def checked_module(argument_spec, text_options=(), **kwargs):
-    """``AnsibleModule(argument_spec=argument_spec, **kwargs)`` once :func:`check_arguments` passes.
-
-    The arguments are read first by a module that takes every option as given (type raw: AnsibleModule
-    neither converts nor echoes a refused value, and secrets stay masked); a refusal fails the task from
-    it, with its sentence.
-    """
-    as_given = {name: dict(type="raw", no_log=bool(option.get("no_log")), aliases=option.get("aliases", []))
-                for name, option in argument_spec.items()}
-    given = basic.AnsibleModule(argument_spec=as_given, supports_check_mode=True)
-    try:
-        check_arguments(argument_spec, given.params, text_options)
-    except InvalidInputError as exc:
-        given.fail_json(msg=exc.msg)
-    return basic.AnsibleModule(argument_spec=argument_spec, **kwargs)
 
 
 def check_directory(name, path, missing_ok=False, host=None):

@@ -310,9 +310,10 @@ import re
 import tempfile
 import traceback
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.fleetos.layering.plugins.module_utils import _compose
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import credentials, ostree_auth_file
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     FleetosError,
     ImageError,
@@ -321,7 +322,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, parse_image, shown
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label
-from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory, checked_module
+from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
 from ansible_collections.fleetos.layering.plugins.module_utils._registry import (
     BlobCopy,
     Registry,
@@ -330,7 +331,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._registry import 
     sha256_digest,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
-    REGISTRY_ARGS,
     describe_manifest,
     platform_digest,
     platform_key,
@@ -774,21 +774,8 @@ class Composer:
 
 
 def main():
-    argument_spec = dict(
-        base=dict(type="str", required=True),
-        layers=dict(type="list", elements="dict", required=True, options=dict(
-            name=dict(type="str", required=True),
-            image=dict(type="str", required=True),
-            requires=dict(type="dict", options=dict(labels=dict(type="dict"))),
-            override=dict(type="bool", default=False),
-        )),
-        output=dict(type="str", required=True),
-        tag=dict(type="str"),
-        layer_cache_dir=dict(type="path"),
-    )
-    argument_spec.update(REGISTRY_ARGS)
-    argument_spec.update(RETRY_ARGS)
-    module = checked_module(argument_spec, supports_check_mode=True)
+    # The action plugin has checked the options as given (plugins/action/os_image_compose.py).
+    module = AnsibleModule(argument_spec=_compose.ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     composer = None
     try:

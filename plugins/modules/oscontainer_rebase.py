@@ -212,6 +212,8 @@ import shutil
 import tempfile
 import traceback
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     OSTREE_AUTH_FILES,
@@ -220,7 +222,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     ostree_auth_file,
     temporary_auth_file,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -230,6 +231,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._mounts import call_writable
 from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer import (
+    ARGUMENT_SPEC,
     Ostree,
     diff_text,
     extract_repo,
@@ -238,14 +240,12 @@ from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer impo
     oscontainer_commit,
     summarize,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._params import checked_module
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     EXIT_UNCHANGED,
-    RPM_OSTREE_ARGS,
     RpmOstreeClient,
     next_boot,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, SKOPEO_ARGS, Skopeo
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
 
 WORK_PREFIX = "fleetos-oscontainer-"
 LAYOUT_TAG = "oscontainer"
@@ -270,8 +270,8 @@ def check_params(params):
     """Refuse bad input before anything runs."""
     description = params["custom_description"]
     if not description or not description.strip() or any(ord(char) < 32 for char in description):
-        raise InvalidInputError("custom_description %r is invalid: expected one non-empty line of text "
-                                "without control characters." % (_image_ref.shown(description, 60),))
+        raise InvalidInputError("custom_description '%s' is invalid: expected one non-empty line of text "
+                                "without control characters." % _image_ref.shown(description, 60))
     for name in ("retries", "retry_delay"):
         if params[name] < 0:
             raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
@@ -392,17 +392,8 @@ def run_module(module, client, skopeo, ostree):
 
 
 def main():
-    argument_spec = dict(
-        image=dict(type="str", required=True),
-        custom_description=dict(type="str", default="Managed by fleetos.layering"),
-        lock_finalization=dict(type="bool", default=False),
-        sysroot_repo=dict(type="path", default="/sysroot/ostree/repo"),
-        tmpdir=dict(type="path", default="/var/tmp"),
-        ostree_executable=dict(type="path"),
-    )
-    for shared in (REGISTRY_ARGS, RETRY_ARGS, RPM_OSTREE_ARGS, SKOPEO_ARGS):
-        argument_spec.update(shared)
-    module = checked_module(argument_spec, supports_check_mode=True)
+    # The action plugin has checked the options as given (plugins/action/oscontainer_rebase.py).
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     try:
         client = RpmOstreeClient(module, executable=params["executable"], retries=params["retries"],

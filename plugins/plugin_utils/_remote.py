@@ -127,7 +127,7 @@ class HostStep(ActionBase):
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = self.CHECK_MODE
         result = super().run(tmp, task_vars)
-        # Checked as given first, as the modules' checked_module does: the argument spec would turn a
+        # Checked as given first, as for the Python modules (_module_action): the argument spec would turn a
         # list given for a string into its Python text.
         try:
             _params.check_arguments(self.ARGUMENT_SPEC, self._task.args, self.TEXT_OPTIONS)

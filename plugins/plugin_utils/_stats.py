@@ -107,8 +107,8 @@ def summary(stats, rows, what="host"):
     lines = ["**fleetos.layering %s: %s**%s" % (stats["kind"], stats["result"],
                                                 " (rollout %s)" % stats["rollout"] if stats.get("rollout") else ""), ""]
     counts = stats.get("counts") or {}
-    lines.append("%ss: %s" % (what[:1].upper() + what[1:], ", ".join("%s %s" % (counts[status], status)
-                                                          for status in sorted(counts) if counts[status]) or "none"))
+    counted = ", ".join("%s %s" % (counts[status], status) for status in sorted(counts) if counts[status])
+    lines.append("%ss: %s" % (what[:1].upper() + what[1:], counted or "none"))
     if stats.get("stop_reason"):
         lines.append("Stopped: %s" % stats["stop_reason"])
     for warning in (stats.get("warnings") or [])[:5]:
@@ -120,9 +120,8 @@ def summary(stats, rows, what="host"):
     if notable:
         lines += ["", "| %s | status | reason |" % what, "|---|---|---|"]
         for row in notable[:SUMMARY_ROWS]:
-            lines.append("| %s | %s | %s |" % (row.get("host"), _status(stats["kind"], row),
-                                              " ".join(str(row.get("error") or row.get("reason") or "-").split())
-                                              .replace("|", "\\|")))
+            reason = " ".join(str(row.get("error") or row.get("reason") or "-").split()).replace("|", "\\|")
+            lines.append("| %s | %s | %s |" % (row.get("host"), _status(stats["kind"], row), reason))
         if len(notable) > SUMMARY_ROWS:
             lines.append("")
             lines.append("and %d more %ss in the report." % (len(notable) - SUMMARY_ROWS, what))

@@ -13,7 +13,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import patch_module_args, FailJson, fake_module
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 
 SPEC = dict(
@@ -100,22 +99,6 @@ def test_a_text_option_keeps_tab_and_newline_but_a_plain_one_does_not():
 ])
 def test_kind(value, text):
     assert _params.kind(value) == text
-
-
-def test_checked_module_fails_without_converting_or_echoing(monkeypatch):
-    fake_module(monkeypatch)
-    with patch_module_args({"image": ["a", HUGE], "pull_secret": "s3cret", "retries": "many"}):
-        with pytest.raises(FailJson) as raised:
-            _params.checked_module(SPEC, supports_check_mode=True)
-    assert raised.value.args[0] == {"msg": "image must be a string, got a list."}
-
-
-def test_checked_module_is_the_module_of_the_spec(monkeypatch):
-    fake_module(monkeypatch)
-    with patch_module_args({"image": "quay.io/os:1", "retries": "2"}):
-        module = _params.checked_module(SPEC, supports_check_mode=True)
-    assert (module.params["image"], module.params["retries"], module.params["state"]) == ("quay.io/os:1", 2, "staged")
-    assert module.argument_spec is SPEC
 
 
 def test_check_directory(tmp_path):

@@ -373,7 +373,7 @@ def test_check_mode_predicts_without_fetching(fake, present, deployments, reboot
      "to by digest." % (NAME, NAME)),
     ({"image": "ostree-unverified-registry:" + IMAGE}, "names an rpm-ostree transport"),
     ({"image": NAME + "@sha256:abc"}, "has an invalid digest"),
-    ({"custom_description": "two\nlines"}, "custom_description contains a control character (U+000A LF)"),
+    ({"custom_description": "two\nlines"}, "custom_description 'two\\nlines' is invalid"),
     ({"custom_description": " "}, "custom_description ' ' is invalid"),
     ({"retries": -1}, "retries -1 is negative"),
     ({"tmpdir": "/nonexistent/tmp"}, "tmpdir '/nonexistent/tmp' does not exist or is not a directory."),

@@ -242,7 +242,11 @@ def test_summary_and_report():
                                      lock_path="inv/layered-images.lock.yml")
     assert report["counts"] == {"composed": 1} and report["result"] == "success"
     assert report["images"] == [{"name": "worker", "status": "composed", "digest": D["0"], "previous_digest": D["d"],
-                                 "summary": "kubelet 1.31.4 → 1.31.5, base unchanged", "blobs": None}]
+                                 "summary": "kubelet 1.31.4 → 1.31.5, base unchanged", "blobs": None, "error": None}]
+    failed = _layered.compose_report([_layered.validate(GOOD)],
+                                     {"results": [{"item": {"name": "worker"}, "failed": True, "msg": "push refused"}]}, [])
+    assert (failed["result"], failed["counts"], failed["images"][0]["status"], failed["images"][0]["error"]) == (
+        "failed", {"failed": 1}, "failed", "push refused")
     stats = job_stats(report, "compose", report_dir="/r")["fleetos_last_compose"]
     assert stats["images"] == {"worker": {"status": "composed", "digest": D["0"], "previous_digest": D["d"]}}
     assert (stats["result"], stats["counts"], stats["hosts"], stats["lock"]) == (
