@@ -149,10 +149,11 @@ def window_problem(book, pool, now, default_seconds):
     ok, reason = sched.may_start(moment, needed or 0)
     if ok:
         return None
+    # The pool's next window: after the one open now (too short for an activation), else the next opening.
+    end, following = sched.open_at(moment), sched.next_window(moment)
     closed = book.setdefault("windows_closed", {}).setdefault(pool, {"reason": reason, "hosts": []})
-    closed.update(sched.describe_next(moment))
-    closed["next_open"] = sched.next_window(moment).isoformat()
-    closed["next_open_local"] = sched.local(sched.next_window(moment))
+    closed.update(open=end is not None, closes_at=None if end is None else end.isoformat(),
+                  next_open=following.isoformat(), next_open_local=sched.local(following), zone=sched.zone_name)
     return "the maintenance window of pool %s: %s" % (pool, reason)
 
 
