@@ -5,8 +5,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_image_pull (documented in plugins/modules/os_image_pull.py):
-skopeo runs on the host over the connection (the controller itself with the local connection),
-module_utils/_pull.py decides here."""
+skopeo runs on the host over the connection and module_utils/_pull.py decides here; on the controller
+itself (the local connection) the collection's registry client (module_utils/_registry.py) reads the
+registry in this process, as os_image_compose does, so the controller needs no skopeo."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ class ActionModule(HostStep):
     _secrets = frozenset()
 
     def step(self, host, args, check_mode):
-        return _pull.pull(host, args, check_mode, diff=bool(self._task.diff), secrets=self._secrets)
+        return _pull.pull(host, args, check_mode, diff=bool(self._task.diff), secrets=self._secrets,
+                          local=getattr(self._connection, "transport", None) == "local")
 
     def run(self, tmp=None, task_vars=None):
         # As a module's no_log_values: the password, the pull secret and every secret of the credentials

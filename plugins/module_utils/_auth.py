@@ -49,6 +49,33 @@ def ostree_auth_file(paths=OSTREE_AUTH_FILES, host=None):
     return next((path for path in paths if os.path.exists(path)), None)
 
 
+def default_auth_files(environ=None, home=None, uid=None):
+    """The auth files the containers tools (skopeo) read when given none, in the order they are searched
+    (containers-auth.json(5)): ``$REGISTRY_AUTH_FILE`` alone when it is set, else
+    ``$XDG_RUNTIME_DIR/containers/auth.json`` (``/run/containers/UID/auth.json`` without it),
+    ``$XDG_CONFIG_HOME/containers/auth.json`` (``~/.config``), ``~/.docker/config.json``, ``~/.dockercfg``."""
+    environ = os.environ if environ is None else environ
+    if environ.get("REGISTRY_AUTH_FILE"):
+        return [environ["REGISTRY_AUTH_FILE"]]
+    home = home or os.path.expanduser("~")
+    uid = os.getuid() if uid is None else uid
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    runtime = os.path.join(runtime, "containers") if runtime else "/run/containers/%d" % uid
+    config = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return [os.path.join(runtime, AUTH_FILE_NAME), os.path.join(config, "containers", AUTH_FILE_NAME),
+            os.path.join(home, ".docker", "config.json"), os.path.join(home, ".dockercfg")]
+
+
+def default_credentials(image, paths):
+    """The credentials of the first of ``paths`` (read here) that exists and has an entry for ``image``, or None."""
+    for path in paths:
+        if os.path.isfile(path):
+            found = from_auth_file(path)
+            if found.match(image) is not None:
+                return found
+    return None
+
+
 def normalize_key(key):
     """An auth file key as containers-image compares it.
 

@@ -24,6 +24,8 @@ import re
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     OSTREE_AUTH_FILES,
     credentials,
+    default_auth_files,
+    default_credentials,
     host_auth_file,
     image_scopes,
     ostree_auth_file,
@@ -39,6 +41,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     image_commit,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
+from ansible_collections.fleetos.layering.plugins.module_utils._registry import ImageReader
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
     REGISTRY_ARGS,
     Skopeo,
@@ -142,14 +145,18 @@ def check_params(host, params):
     return ref, expected
 
 
-def pull(host, params, check_mode=False, diff=False, secrets=None):
+def pull(host, params, check_mode=False, diff=False, secrets=None, local=False):
     """The result of an os_image_pull task with ``params`` on ``host``: resolve (with state=inspected also
     inspect, with state=present also fetch) one image; FleetosError for a failure.
 
+    ``local``: ``host`` is the controller itself (the local connection); the registry is read with
+    ``_registry.ImageReader`` in this process, not skopeo, unless the option executable names a skopeo.
     ``secrets`` (a set) receives every secret of the credentials used, for the result's censoring.
     """
     ref, expected = check_params(host, params)
-    skopeo = Skopeo(host, params["executable"], retries=params["retries"], retry_delay=params["retry_delay"])
+    local = local and not params["executable"]
+    retries = dict(retries=params["retries"], retry_delay=params["retry_delay"])
+    skopeo = None if local else Skopeo(host, params["executable"], **retries)
     architecture = params["architecture"] or host_architecture(host)
     image = ref.image
     given = any(params[name] is not None for name in ("auth_file", "pull_secret", "username"))
@@ -158,6 +165,9 @@ def pull(host, params, check_mode=False, diff=False, secrets=None):
     auth_file = params["auth_file"] if given else ostree_auth_file(OSTREE_AUTH_FILES, host=host)
     creds = credentials(image, auth_file=auth_file, pull_secret=params["pull_secret"],
                         username=params["username"], password=params["password"], host=host)
+    if local and creds is None:
+        # Then skopeo would read the containers tools' own auth files: so does the reader.
+        creds = default_credentials(image, default_auth_files())
     document = None
     if creds is not None:
         if secrets is not None:
@@ -168,46 +178,60 @@ def pull(host, params, check_mode=False, diff=False, secrets=None):
                 "Failed to find credentials for image '%s': the %s has no entry for %s (entries: %s)."
                 % (image, creds.source, " or ".join("'%s'" % scope for scope in image_scopes(image)),
                    ", ".join(sorted(creds.keys())) or "none"))
+    if local:
+        reader = ImageReader(auths=creds if document is not None else None, **retries)
+        try:
+            return _read(host, reader, ref, params, architecture, expected, None, check_mode, diff)
+        finally:
+            if secrets is not None:
+                secrets.update(reader.secrets)
+    with host_auth_file(host, document) as host_file:
+        return _read(host, skopeo, ref, params, architecture, expected, host_file, check_mode, diff)
+
+
+def _read(host, client, ref, params, architecture, expected, auth_file, check_mode, diff):
+    """The pull itself, with ``client`` (a ``_skopeo.Skopeo`` on the host, or a ``_registry.ImageReader``)."""
+    image = ref.image
     options = dict(cert_dir=params["ca_cert_dir"], tls_verify=params["validate_certs"])
-    with host_auth_file(host, document) as auth_file:
-        resolved = resolve(skopeo, image, (architecture,), auth_file=auth_file, **options)
-        digest, platform = resolved["digest"], resolved["platform_digests"][architecture]
-        if expected and expected not in (digest, platform):
-            served = digest if platform == digest else "%s (for %s: %s)" % (digest, architecture, platform)
-            raise ImageError("Failed to verify image '%s': the registry serves digest %s, not the expected "
-                             "digest %s." % (image, served, expected), digest=digest, expected_digest=expected)
-        result = dict(changed=False, image=resolved["image"], digest=digest, index=resolved["index"],
-                      manifests=resolved["manifests"], platform_digest=platform, annotations=resolved["annotations"])
-        if params["state"] == "resolved":
-            return result
-        # The manifest for the platform, by digest: what a host of that platform pulls.
-        platform_image = ref.with_digest(platform).image
-        info = skopeo.inspect(platform_image, auth_file=auth_file, **options)
-        if info.get("Digest") != platform:
-            raise ImageError("Failed to inspect image '%s': skopeo reported digest %s, not the resolved digest %s."
-                             % (platform_image, info.get("Digest"), platform))
-        config = None
-        if "Labels" in info:
-            labels = info.get("Labels") or {}
-        else:
-            config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
-            labels = (config.get("config") or {}).get("Labels") or {}
-        if config is None and labels.get(FINAL_DIFFID_LABEL):
-            # Where the ostree base ends: the planner tells a derived image from its base.
-            config = skopeo.inspect_config(platform_image, auth_file=auth_file, **options)
-        result.update(labels=labels, ostree_commit=image_commit(labels),
-                      version=first_label(labels, VERSION_LABELS),
-                      architecture=info.get("Architecture") or None,
-                      diff_ids=((config or {}).get("rootfs") or {}).get("diff_ids"))
-        if params["state"] == "present":
-            cache = pick_cache(host, params["cache_dir"])
-            result.update(fetch(host, skopeo, ref.name, platform_image, platform, info.get("Layers") or [],
-                                cache, dict(options, auth_file=auth_file), check_mode, diff))
+    resolved = resolve(client, image, (architecture,), auth_file=auth_file, **options)
+    digest, platform = resolved["digest"], resolved["platform_digests"][architecture]
+    if expected and expected not in (digest, platform):
+        served = digest if platform == digest else "%s (for %s: %s)" % (digest, architecture, platform)
+        raise ImageError("Failed to verify image '%s': the registry serves digest %s, not the expected "
+                         "digest %s." % (image, served, expected), digest=digest, expected_digest=expected)
+    result = dict(changed=False, image=resolved["image"], digest=digest, index=resolved["index"],
+                  manifests=resolved["manifests"], platform_digest=platform, annotations=resolved["annotations"])
+    if params["state"] == "resolved":
+        return result
+    # The manifest for the platform, by digest: what a host of that platform pulls.
+    platform_image = ref.with_digest(platform).image
+    info = client.inspect(platform_image, auth_file=auth_file, **options)
+    if info.get("Digest") != platform:
+        raise ImageError("Failed to inspect image '%s': the inspection reported digest %s, not the resolved digest "
+                         "%s." % (platform_image, info.get("Digest"), platform))
+    config = None
+    if "Labels" in info:
+        labels = info.get("Labels") or {}
+    else:
+        config = client.inspect_config(platform_image, auth_file=auth_file, **options)
+        labels = (config.get("config") or {}).get("Labels") or {}
+    if config is None and labels.get(FINAL_DIFFID_LABEL):
+        # Where the ostree base ends: the planner tells a derived image from its base.
+        config = client.inspect_config(platform_image, auth_file=auth_file, **options)
+    result.update(labels=labels, ostree_commit=image_commit(labels),
+                  version=first_label(labels, VERSION_LABELS),
+                  architecture=info.get("Architecture") or None,
+                  diff_ids=((config or {}).get("rootfs") or {}).get("diff_ids"))
+    if params["state"] == "present":
+        cache = pick_cache(host, params["cache_dir"])
+        result.update(fetch(host, client, ref.name, platform_image, platform, info.get("Layers") or [],
+                            cache, dict(options, auth_file=auth_file), check_mode, diff))
     return result
 
 
-def fetch(host, skopeo, name, pinned, digest, layers, cache, options, check_mode, diff):
-    """Copy the image's blobs into the OCI layout ``cache`` on ``host``; changed when a blob was new."""
+def fetch(host, client, name, pinned, digest, layers, cache, options, check_mode, diff):
+    """Copy the image's blobs into the OCI layout ``cache`` on ``host`` with ``client`` (skopeo or the reader);
+    changed when a blob was new."""
     tag = layout_tag(name, digest)
     before = layout_blobs(host, cache)
     digests, names = layout_index(host, cache)
@@ -223,7 +247,7 @@ def fetch(host, skopeo, name, pinned, digest, layers, cache, options, check_mode
             cause = lines[-1].rsplit(": ", 1)[-1].strip() if lines else "exit status %d" % rc
             raise ImageError("Failed to pull image '%s': cannot create the cache directory '%s': %s."
                              % (pinned, cache, cause.rstrip(".")), cmd=argv, rc=rc, stderr=err)
-        skopeo.copy(pinned, "oci:%s:%s" % (cache, tag), **options)
+        client.copy(pinned, "oci:%s:%s" % (cache, tag), **options)
         fetched = sorted(layout_blobs(host, cache) - before)
     result = dict(changed=bool(fetched), cache_dir=cache, fetched_blobs=fetched)
     if diff:

@@ -44,12 +44,13 @@ from urllib.request import Request as _UrlRequest
 from ansible.module_utils.urls import basic_auth_header
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, is_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, is_digest, parse
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
     OCI_INDEX,
     OCI_MANIFEST,
+    describe_manifest,
 )
 
 # What a manifest GET or HEAD accepts: both image manifests and both indexes.
@@ -213,6 +214,9 @@ class Registry:
             response = self._open("GET", url, headers, None)
             document = json.loads(response.read().decode("utf-8"))
         except HTTPError as exc:
+            if exc.code in (401, 403) and not login:
+                raise ImageError("the registry's token service requires credentials and none apply to the image "
+                                 "(unauthorized)") from None
             if exc.code in (401, 403):
                 raise ImageError("the registry's token service refused the credentials (unauthorized)") from None
             raise ImageError("the registry's token service failed (%s)" % _cause(exc, "HTTP 404")[0]) from None
@@ -305,6 +309,9 @@ class Registry:
         if scheme == "basic" and self._login(repository):
             self._basic = True
             return
+        if not self._login(repository):
+            raise ImageError("Failed to %s '%s': the registry requires credentials and none apply to the image "
+                             "(unauthorized)." % (action, subject))
         raise ImageError("Failed to %s '%s': the registry refused the credentials (unauthorized)." % (action, subject))
 
     # ------------------------------------------------------------------
@@ -484,3 +491,173 @@ def push_blob(target, repository, data):
         return digest, BlobCopy.SKIPPED
     target.upload_blob(repository, digest, data, len(data))
     return digest, BlobCopy.UPLOADED
+
+
+# --------------------------------------------------------------------------
+# reading images as skopeo does, in this process
+
+OCI_LAYOUT = {"imageLayoutVersion": "1.0.0"}
+REF_NAME = "org.opencontainers.image.ref.name"
+
+
+class ImageReader:
+    """Reads images as ``_skopeo.Skopeo`` does, with this module's client, in the process that runs it.
+
+    The same methods and results as Skopeo's ``inspect_raw``, ``inspect`` (``Digest``, ``Labels``,
+    ``Architecture``, ``Os``, ``Layers``), ``inspect_config`` and ``copy`` into an ``oci:DIR:TAG``
+    layout, so that ``_skopeo.resolve`` and ``_pull`` take either: os_image_pull on the controller
+    (the local connection) needs no skopeo. ``auths`` (an ``_auth.Auths`` or None) are the credentials;
+    the methods' ``auth_file`` is not read. A configuration is read once per digest.
+    """
+
+    def __init__(self, auths=None, retries=0, retry_delay=5, sleep=None, scheme="https"):
+        self.auths = auths
+        self.retries = retries
+        self.retry_delay = retry_delay
+        self._sleep = sleep
+        self._scheme = scheme
+        self._clients = {}
+        self._configs = {}
+
+    @property
+    def secrets(self):
+        """Every token the registries' token services gave (for the result's censoring)."""
+        found = set()
+        for client in self._clients.values():
+            found.update(client.secrets)
+        return found
+
+    def _target(self, image, cert_dir, tls_verify):
+        """-> (repository, the tag or digest, the client for the image's registry)."""
+        ref = parse(image)
+        key = (ref.registry, cert_dir, bool(tls_verify))
+        if key not in self._clients:
+            self._clients[key] = Registry(ref.registry, auths=self.auths, cert_dir=cert_dir, validate_certs=tls_verify,
+                                          retries=self.retries, retry_delay=self.retry_delay, sleep=self._sleep,
+                                          scheme=self._scheme)
+        return ref.canonical_name.split("/", 1)[1], ref.digest or ref.tag or "latest", self._clients[key]
+
+    def inspect_raw(self, image, auth_file=None, cert_dir=None, tls_verify=True, action="read the manifest of"):
+        """The manifest's bytes exactly as the registry served them (no blob is read)."""
+        repository, reference, client = self._target(image, cert_dir, tls_verify)
+        return client.get_manifest(repository, reference, action="%s image" % action)[0]
+
+    def _manifest(self, image, cert_dir, tls_verify, action):
+        """-> (the image manifest document, its digest, repository, client); an index is refused."""
+        repository, reference, client = self._target(image, cert_dir, tls_verify)
+        raw, dummy, digest = client.get_manifest(repository, reference, action="%s image" % action)
+        try:
+            described = describe_manifest(raw)
+        except ImageError as exc:
+            raise ImageError("Failed to %s image '%s': the registry served no image manifest (%s)." % (
+                action, image, exc.msg.split(": ", 1)[-1].rstrip("."))) from None
+        if described["index"]:
+            raise ImageError("Failed to %s image '%s': it names a multi-architecture index, not one platform's "
+                             "manifest." % (action, image))
+        document = json.loads(raw.decode("utf-8"))
+        config = document.get("config") if isinstance(document.get("config"), dict) else {}
+        if not is_digest(config.get("digest")):
+            raise ImageError("Failed to %s image '%s': its manifest names no configuration digest." % (action, image))
+        return document, raw, digest, repository, client
+
+    def _config(self, image, document, repository, client, action):
+        digest = document["config"]["digest"]
+        if digest not in self._configs:
+            try:
+                config = json.loads(client.get_blob(repository, digest).decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                config = None
+            if not isinstance(config, dict):
+                raise ImageError("Failed to %s image '%s': its configuration %s is not a JSON object." % (
+                    action, image, digest))
+            self._configs[digest] = config
+        return self._configs[digest]
+
+    def inspect(self, image, auth_file=None, cert_dir=None, tls_verify=True):
+        """What ``skopeo inspect --no-tags`` prints that the collection reads, from the manifest and its config."""
+        document, dummy, digest, repository, client = self._manifest(image, cert_dir, tls_verify, "inspect")
+        config = self._config(image, document, repository, client, "inspect")
+        layers = document.get("layers") if isinstance(document.get("layers"), list) else []
+        return {"Digest": digest, "Labels": (config.get("config") or {}).get("Labels"),
+                "Architecture": config.get("architecture"), "Os": config.get("os"),
+                "Layers": [layer.get("digest") for layer in layers if isinstance(layer, dict)]}
+
+    def inspect_config(self, image, auth_file=None, cert_dir=None, tls_verify=True):
+        """The image's OCI configuration, as ``skopeo inspect --config`` prints it."""
+        document, dummy, dummy, repository, client = self._manifest(image, cert_dir, tls_verify,
+                                                                    "inspect the configuration of")
+        return self._config(image, document, repository, client, "inspect the configuration of")
+
+    def copy(self, image, destination, auth_file=None, cert_dir=None, tls_verify=True):
+        """Copy the image into the OCI layout ``oci:DIR:TAG``: each blob it lacks (verified, then renamed into
+        place), the manifest, and ``index.json`` with the entry for TAG (written whole, then renamed)."""
+        directory, dummy, tag = destination[len("oci:"):].rpartition(":")
+        document, raw, digest, repository, client = self._manifest(image, cert_dir, tls_verify, "pull")
+        layers = document.get("layers") if isinstance(document.get("layers"), list) else []
+        wanted = [document["config"]["digest"]] + [layer.get("digest") for layer in layers if isinstance(layer, dict)]
+        bad = [str(blob) for blob in wanted if not is_digest(blob)]
+        if bad:
+            raise ImageError("Failed to pull image '%s': its manifest names an invalid blob digest %s." % (
+                image, bad[0][:80]))
+        try:
+            for blob in wanted:
+                path = os.path.join(directory, "blobs", *blob.split(":", 1))
+                if not os.path.exists(path):
+                    _write_verified(path, client.open_blob(repository, blob))
+            _write_file(os.path.join(directory, "blobs", *digest.split(":", 1)), raw)
+            layout = os.path.join(directory, "oci-layout")
+            if not os.path.exists(layout):
+                _write_file(layout, json.dumps(OCI_LAYOUT).encode("utf-8"))
+            _write_file(os.path.join(directory, "index.json"), _layout_index(directory, dict(
+                mediaType=describe_manifest(raw)["media_type"], digest=digest, size=len(raw),
+                annotations={REF_NAME: tag})))
+        except OSError as exc:
+            raise ImageError("Failed to pull image '%s': cannot write the OCI layout '%s': %s." % (
+                image, directory, exc.strerror or exc)) from None
+
+
+def _layout_index(directory, entry):
+    """The bytes of the layout's ``index.json`` with ``entry`` in place of any entry of the same ref name."""
+    try:
+        with open(os.path.join(directory, "index.json"), "rb") as handle:
+            index = json.loads(handle.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        index = None
+    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
+        index = {"schemaVersion": 2, "manifests": []}
+    name = entry["annotations"][REF_NAME]
+    index["manifests"] = [old for old in index["manifests"]
+                          if not isinstance(old, dict) or (old.get("annotations") or {}).get(REF_NAME) != name]
+    index["manifests"].append(entry)
+    return json.dumps(index).encode("utf-8")
+
+
+def _place(path, fill):
+    """Make ``path`` whole or not at all: ``fill(handle)`` writes a file beside it, renamed into place (0644)."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fill(handle)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _write_file(path, data):
+    _place(path, lambda handle: handle.write(data))
+
+
+def _write_verified(path, reader):
+    """A blob's bytes into ``path`` as they are read; its digest is checked before it is renamed into place."""
+
+    def fill(handle):
+        chunk = reader.read(CHUNK)
+        while chunk:
+            handle.write(chunk)
+            chunk = reader.read(CHUNK)
+        reader.verify()
+
+    _place(path, fill)

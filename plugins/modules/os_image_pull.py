@@ -27,12 +27,20 @@ description:
     line; the file is removed whether the task succeeds or fails.
   - Implemented as an action plugin, it runs C(skopeo) on the host over the connection and
     decides on the controller, so the host needs no Python interpreter, only skopeo, coreutils
-    and a POSIX shell. On C(localhost) (the local connection) it runs the controller's own
-    skopeo the same way. The chosen auth entry goes to the host on stdin into a private 0600
+    and a POSIX shell. The chosen auth entry goes to the host on stdin into a private 0600
     file under C(/run) (else under C($XDG_RUNTIME_DIR), else C($TMPDIR) or C(/tmp), for a user
     who cannot write to C(/run)), which skopeo reads with C(--authfile); the auth file
     O(auth_file) is read with C(cat); the cache is listed with the shell and its C(index.json)
     read with C(cat).
+  - On the controller itself (the local connection, as for a task delegated to C(localhost)) it needs
+    no skopeo. The collection's own registry client (the one M(fleetos.layering.os_image_compose)
+    uses) reads the registry from the controller's process, with the same credentials, TLS
+    settings, retries, results and messages; with O(state=present) it writes the OCI layout itself.
+    Without credentials given, it reads the auth files containers tools read there
+    (C($REGISTRY_AUTH_FILE), else C($XDG_RUNTIME_DIR/containers/auth.json),
+    C(~/.config/containers/auth.json), C(~/.docker/config.json), C(~/.dockercfg)). Credential
+    helpers and the containers signature policy are not used there; set O(executable) to run a
+    skopeo on the controller instead.
   - With O(expected_digest), the task fails before anything is fetched when the
     registry's digest for the image differs.
   - Transient registry failures (connection refused or reset, timeouts, HTTP 5xx) are
@@ -120,9 +128,12 @@ options:
     description:
       - Path of the C(skopeo) binary.
       - By default the binary is searched for in E(PATH).
+      - On the controller (the local connection), setting it runs that skopeo instead of the
+        collection's registry client.
     type: path
 requirements:
-  - skopeo, coreutils and a POSIX shell on the host it runs on (no Python)
+  - skopeo, coreutils and a POSIX shell on the host it runs on (no Python); nothing more than
+    ansible-core on the controller itself
 notes:
   - At most one of O(auth_file), O(pull_secret) and O(username) may be given. Without
     any, the module uses the auth file rpm-ostree reads (C(/run/ostree/auth.json), else

@@ -6,6 +6,7 @@ the end if it brought it up; `FLEETLAB_KEEP=1` keeps it running.
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -39,6 +40,19 @@ def collections_path():
         except FileExistsError:  # made at the same moment by the other half of `make test`'s lab tests
             pass
     return runtime
+
+
+def controller_without_skopeo(env, directory):
+    """``env`` for a controller without skopeo: the first directory of its PATH holds a ``skopeo`` that appends its
+    arguments to ``directory/skopeo-ran`` and fails as a missing command does; -> (env, that file)."""
+    shims = Path(directory) / "no-skopeo"
+    shims.mkdir(parents=True, exist_ok=True)
+    ran = Path(directory) / "skopeo-ran"
+    shim = shims / "skopeo"
+    shim.write_text("#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s\necho 'skopeo: not installed on this controller' >&2\n"
+                    "exit 127\n" % shlex.quote(str(ran)))
+    shim.chmod(0o755)
+    return dict(env, PATH="%s%s%s" % (shims, os.pathsep, env.get("PATH", ""))), ran
 
 
 def pytest_collection_modifyitems(config, items):

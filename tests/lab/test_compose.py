@@ -6,6 +6,7 @@ bumped, refused.
 - kubelet bumped -> D2 != D1: only the new kubelet blob reaches the output repository
   (mounted), only the new layer's blobs are read, and the lock and its summary show that only kubelet moved;
 - check mode returns the digest it would push and pushes nothing;
+- compose.yml runs on a controller without skopeo (a `skopeo` first in PATH that fails and records a call): none;
 - each bad layer (a file under /var, a whiteout, two layers writing one file, a
   `requires` label the base lacks) fails before any push: the output repository gets no tag.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, VENV_BIN, collections_path
+from conftest import REPO, VENV_BIN, collections_path, controller_without_skopeo
 
 
 class Composer:
@@ -91,6 +92,8 @@ class Composer:
         report_dir = self.tmp / ("report%d" % self.runs)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_LOCALHOST_WARNING="False")
+        # The controller needs no skopeo: compose.yml resolves its inputs with the collection's registry client.
+        env, skopeo_ran = controller_without_skopeo(env, self.tmp / ("controller%d" % self.runs))
         start = len(self.lab.journal())
         began = time.monotonic()
         proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i",
@@ -103,6 +106,7 @@ class Composer:
                               timeout=300, check=False)
         seconds = time.monotonic() - began
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+        assert not skopeo_ran.exists(), skopeo_ran.read_text()
         changed = int(re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", proc.stdout).group(1))
         report = json.loads((report_dir / "compose-report.json").read_text())
         lock = (Path(inventory) / "layered-images.lock.yml").read_text()

@@ -8,7 +8,8 @@ this module's own (`fleetlab claim test_layering_rollout`):
   one node by a MachineImage's `spec.layeredImage`, the other by its pool's
   `fleetos_pool_layered_image`. Each node reads from the registry the new
   kubelet layer and D2's configuration, no other blob (journal `blob_read`); it boots a commit of its
-  own (not D1's); status.yml shows kubelet 1.31.5;
+  own (not D1's); status.yml shows kubelet 1.31.5 (compose.yml and status.yml on a controller
+  without skopeo: a `skopeo` first in PATH that fails and records a call is never run);
 - the base bumped only (1.0 -> 1.1, one layer more) -> D3: each node reads the base's new layer and
   D3's configuration; the kubelet and ovs blobs are never read again;
 - rollback.yml (fleetos_rollback_from D3) returns both nodes to D2.
@@ -28,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, VENV_BIN, collections_path, read_hosts
+from conftest import REPO, VENV_BIN, collections_path, controller_without_skopeo, read_hosts
 
 OWNER = "test_layering_rollout"
 PLAYBOOKS = REPO / "playbooks"
@@ -81,12 +82,17 @@ class Layering:
                      "output": "%s/fleetos/layering-worker-%s" % (self.registry, self.run),
                      "pullSecret": {"name": "lab_registry_secret"}}}))
 
-    def play(self, playbook, *extra, rc=0):
-        """ansible-playbook from the machine's own namespace on our inventory; -> (process, blob reads by node)."""
+    def play(self, playbook, *extra, rc=0, controller_skopeo=True):
+        """ansible-playbook from the machine's own namespace on our inventory; -> (process, blob reads by node).
+
+        ``controller_skopeo=False``: on a controller without skopeo (none may run there)."""
         self.plays += 1
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="False",
                    ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_HOST_KEY_CHECKING="True")
+        skopeo_ran = None
+        if not controller_skopeo:
+            env, skopeo_ran = controller_without_skopeo(env, self.tmp / ("controller%d" % self.plays))
         start = len(self.lab.journal())
         began = time.monotonic()
         proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i",
@@ -97,6 +103,7 @@ class Layering:
                               cwd=str(self.tmp), timeout=600, check=False)
         assert proc.returncode == rc if rc == 0 else proc.returncode != 0, proc.stdout[-12000:]
         print("%s: %.1f s" % (playbook, time.monotonic() - began))
+        assert skopeo_ran is None or not skopeo_ran.exists(), (playbook, skopeo_ran.read_text())
         reads = {}
         for event in self.lab.journal()[start:]:
             if event.get("event") == "blob_read":
@@ -110,7 +117,7 @@ class Layering:
         """compose.yml with the LayeredImage's pull secret only -> the lock's entry of worker."""
         self.play("compose.yml", "-c", "local", "-e", "ansible_python_interpreter=%s" % (VENV_BIN / "python"),
                   "-e", "@%s" % self.secret, "-e", "fleetos_compose_ca_cert_dir=" + self.cert_dir,
-                  "-e", "fleetos_compose_cache_dir=%s" % (self.tmp / "cache"))
+                  "-e", "fleetos_compose_cache_dir=%s" % (self.tmp / "cache"), controller_skopeo=False)
         (entry,) = yaml.safe_load(self.lock.read_text())["images"]
         return entry
 
@@ -208,7 +215,7 @@ def test_d1_then_a_kubelet_bump_rolled_out_through_the_lock_reads_only_the_new_l
     status = layering.tmp / "status.json"
     proc, _ = layering.play("status.yml", "-e", "fleetos_status_json=%s" % status,
                             "-e", "fleetos_status_auth_file=" + layering.auth_file,
-                            "-e", "fleetos_status_ca_cert_dir=" + layering.cert_dir)
+                            "-e", "fleetos_status_ca_cert_dir=" + layering.cert_dir, controller_skopeo=False)
     rows = json.loads(status.read_text())
     rows = rows["hosts"] if isinstance(rows, dict) else rows
     assert {row["host"]: (row["layers"], row["layers_error"]) for row in rows} == {
@@ -226,7 +233,7 @@ def test_d1_then_a_kubelet_bump_rolled_out_through_the_lock_reads_only_the_new_l
     no_ca.mkdir(exist_ok=True)
     proc, _ = layering.play("status.yml", "-e", "fleetos_status_json=%s" % status,
                             "-e", "fleetos_status_auth_file=" + layering.auth_file,
-                            "-e", "fleetos_status_ca_cert_dir=%s" % no_ca)
+                            "-e", "fleetos_status_ca_cert_dir=%s" % no_ca, controller_skopeo=False)
     said = [line for line in proc.stdout.splitlines() if "LAYERS not read" in line]
     assert len(said) == 1 and "LAYERS not read for 1 booted image(s) on the controller: %s/fleetos/layering-worker-%s@%s: " % (
         layering.registry, layering.run, d2["digest"]) in said[0], proc.stdout[-4000:]

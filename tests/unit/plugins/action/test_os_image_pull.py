@@ -111,10 +111,11 @@ def fake(monkeypatch, tmp_path):
     return fake_pull_host(monkeypatch, tmp_path)
 
 
-def run(args, check_mode=False, diff=False, failed=False):
-    """The action's result for a task with ``args``; it must be failed or not, as ``failed`` says (None: either)."""
+def run(args, check_mode=False, diff=False, failed=False, transport="ssh"):
+    """The action's result for a task with ``args`` over a connection of ``transport``; it must be failed or not,
+    as ``failed`` says (None: either)."""
     connection = MagicMock()
-    connection.transport = "ssh"
+    connection.transport = transport
     action = new_action(os_image_pull, dict(args), check_mode=check_mode, connection=connection)
     action._task.diff = diff
     result = action.run(task_vars={})
@@ -647,7 +648,8 @@ def test_inspected_index_reads_the_platform_manifest(fake):
 def test_inspection_of_another_digest_fails(fake):
     fake["results"] = [(0, MANIFEST, b""), (0, inspect_output(digest=OTHER), "")]
     result = run({"image": IMAGE}, failed=True)
-    assert result["msg"] == ("Failed to inspect image '%s': skopeo reported digest %s, not the resolved digest %s."
+    assert result["msg"] == ("Failed to inspect image '%s': the inspection reported digest %s, not the resolved digest "
+                             "%s."
                              % (PINNED, OTHER, DIGEST))
 
 

@@ -150,6 +150,9 @@ class FakeRegistry:
                     return self._send(200, json.dumps({"token": TOKEN}).encode())
                 if registry.fail:
                     return self._send(registry.fail.pop(0))
+                if url.path == "/v2/":
+                    # The version check a client such as skopeo makes first.
+                    return self._send(200, b"{}") if self._authorized() else self._challenge("")
                 listing = re.match(r"^/v2/(.+)/tags/list$", url.path)
                 if listing:
                     return self._tags(listing.group(1), parse_qs(url.query))
@@ -228,7 +231,7 @@ def test_bearer_without_credentials_is_refused_in_one_sentence_without_secrets(f
     with pytest.raises(ImageError) as raised:
         client(fake, auth=False).get_manifest("os/base", "1.0")
     assert raised.value.msg == ("Failed to read the manifest of '%s/os/base:1.0': the registry's token service "
-                                "refused the credentials (unauthorized)." % fake.address)
+                                "requires credentials and none apply to the image (unauthorized)." % fake.address)
 
 
 def test_basic_auth_is_sent_after_the_challenge(fake):
