@@ -15,8 +15,8 @@ description:
   - Returns, in this order, the first of
     O(configured) when it is set and not empty (the playbooks pass C(fleetos_report_dir));
     C(<artifacts>/<name>) when the playbook runs under ansible-runner (AWX, Automation Controller,
-    ansible-navigator), whose artifacts directory (environment variable C(AWX_ISOLATED_DATA_DIR))
-    is kept with the job;
+    ansible-navigator), in its artifacts directory (environment variable C(AWX_ISOLATED_DATA_DIR)),
+    which AWX and ansible-navigator remove when the job ends (set O(configured) to a kept volume);
     C(<working directory>/<name>) otherwise (C(PWD), else the process's working directory).
   - A relative O(configured) is taken relative to the working directory.
 author:
