@@ -128,7 +128,7 @@ checks: ## unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog
 checks-niced: ## checks at the lowest CPU priority (nice 19), as make test runs them beside the lab tests
 	nice -n 19 $(MAKE) --no-print-directory -C $(REPO_ROOT) -j1 checks
 
-test: ## deps and the venvs, then at once: checks-niced, test-lab-a, test-lab-b, test-lab-c (then test-lab-oldest on its lab)
+test: ## deps and the venvs, then at once: checks-niced, test-lab-a, test-lab-b (then test-lab-newest), test-lab-c (then test-lab-oldest)
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv core-venvs
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) -j4 --output-sync=target checks-niced test-lab-a test-lab-b test-lab-c
 
@@ -140,7 +140,7 @@ clean: ## Remove the venv, the collection copy and test output
 # The collection as users get it: docs lint, Galaxy tarball, EE context, install + FQCN run.
 include $(REPO_ROOT)/mk/package.mk
 
-# The ansible-core matrix: unit and sanity on every supported core, lab tests on the oldest.
+# The ansible-core matrix: unit and sanity on every supported core, lab tests on the oldest and the newest.
 include $(REPO_ROOT)/mk/matrix.mk
 
 # Lab targets (test-lab, demo, lab-*) belong to the lab; the file may not exist yet.

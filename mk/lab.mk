@@ -46,8 +46,8 @@ demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll 
 # The lab tests start a fresh lab themselves (tests/lab/conftest.py; a lab left by
 # `make demo` is taken down first, so every run starts from the same fleet) and take
 # it down at the end. Zero collected tests is a failure, never a silent pass.
-# LAB_PYTHON picks the ansible-core (the venv's by default; mk/matrix.mk's test-lab-oldest
-# gives the oldest core's), LAB_TESTS the files.
+# LAB_PYTHON picks the ansible-core (the venv's by default; mk/matrix.mk's test-lab-oldest and
+# test-lab-newest give the oldest and the newest core's), LAB_TESTS the files.
 LAB_PYTHON ?= $(VENV_BIN)/python
 LAB_TESTS ?= tests/lab
 define run_lab_tests
@@ -67,8 +67,9 @@ test-lab: deps venv ## Lab tests: the fleet, the stand-in's conformance, modules
 
 # The lab tests in three parts, each on a lab of its own, to run at once (`make -j3 test-lab-a
 # test-lab-b test-lab-c`; the lab's tests wait on sshd, reboots and the registry most of the time):
-# test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV), test-lab-c on a third
-# (LAB3_ENV) and then, on that same lab, the oldest ansible-core's tests (mk/matrix.mk). Every lab
+# test-lab-a on the default lab, test-lab-b on a second one (LAB2_ENV) and then, on that same lab,
+# the newest ansible-core's tests, test-lab-c on a third (LAB3_ENV) and then, on that same lab, the
+# oldest ansible-core's tests (mk/matrix.mk). Every lab
 # test file not named in LAB_TESTS_B or LAB_TESTS_C is in test-lab-a, so a new file runs without
 # being listed. The molecule scenarios read inventories/lab: they stay on the default lab.
 # `make test` runs the three at once, beside the checks (Makefile).
@@ -86,8 +87,9 @@ LAB3_ENV := FLEETLAB_NETNS=fleetlabc FLEETLAB_SLICE=2 FLEETLAB_STATE=$(BUILD_DIR
 test-lab-a: deps venv ## The lab tests not in LAB_TESTS_B or LAB_TESTS_C, on the default lab
 	$(call run_lab_tests,$(LAB_TESTS_A))
 
-test-lab-b: deps venv ## The lab tests of LAB_TESTS_B on a second lab
+test-lab-b: deps venv ## The lab tests of LAB_TESTS_B on a second lab, then test-lab-newest on it
 	env $(LAB2_ENV) $(MAKE) --no-print-directory test-lab LAB_TESTS="$(LAB_TESTS_B)"
+	env $(LAB2_ENV) $(MAKE) --no-print-directory test-lab-newest
 
 test-lab-c: deps venv ## The lab tests of LAB_TESTS_C on a third lab, then test-lab-oldest on it
 	env $(LAB3_ENV) $(MAKE) --no-print-directory test-lab LAB_TESTS="$(LAB_TESTS_C)"

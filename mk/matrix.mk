@@ -4,8 +4,8 @@
 # The ansible-core matrix, included by Makefile. The venv (requirements-dev.txt) holds the core
 # the lab tests run on (2.19, on $(PYTHON)); each core of CORE_MATRIX gets a venv of its own in
 # .build/core/<version> with requirements-core.txt. On every core: the unit tests and
-# ansible-test sanity. On the oldest: the lab tests of LAB_OLDEST_TESTS too (the venv's core
-# runs all of them, `make test-lab`).
+# ansible-test sanity. On the oldest and the newest: the lab tests of LAB_CORE_TESTS too (the
+# venv's core runs all of them, `make test-lab`).
 #
 # CORE_MATRIX starts at the oldest core the execution environments of Red Hat Ansible Automation
 # Platform's supported releases ship (2.16); meta/runtime.yml declares the same floor.
@@ -20,15 +20,16 @@ CORE_PYTHON_2.20.10 ?= $(PYENV_ROOT)/versions/3.12.1/bin/python3.12
 CORE_PYTHON_2.21.5 ?= $(PYENV_ROOT)/versions/3.13.0/bin/python3.13
 core_python = $(or $(CORE_PYTHON_$(1)),$(PYTHON))
 CORE_OLDEST := $(firstword $(CORE_MATRIX))
+CORE_NEWEST := $(lastword $(CORE_MATRIX))
 CORE_DIR := $(BUILD_DIR)/core
 CORE_REQUIREMENTS := $(REPO_ROOT)/requirements-core.txt
 CORE_STAMPS := $(foreach version,$(CORE_MATRIX),$(CORE_DIR)/$(version)/.stamp)
-# What the oldest core runs of the lab tests: the playbooks end to end, as the CLI and as an AWX
-# job (ansible-runner) run them, on rpm-ostree and bootc hosts.
-LAB_OLDEST_TESTS ?= tests/lab/test_plan.py tests/lab/test_rollout.py tests/lab/test_runner.py \
+# What the oldest and the newest core run of the lab tests: the playbooks end to end, as the CLI
+# and as an AWX job (ansible-runner) run them, on rpm-ostree and bootc hosts.
+LAB_CORE_TESTS ?= tests/lab/test_plan.py tests/lab/test_rollout.py tests/lab/test_runner.py \
 	tests/lab/test_bootc_rollout.py tests/lab/test_adopt.py
 
-.PHONY: core-venvs unit-matrix sanity-matrix test-lab-oldest
+.PHONY: core-venvs unit-matrix sanity-matrix test-lab-oldest test-lab-newest
 
 $(CORE_DIR)/%/.stamp: $(CORE_REQUIREMENTS)
 	[[ -x $(@D)/bin/python ]] || $(call core_python,$*) -m venv $(@D)
@@ -60,8 +61,14 @@ sanity-matrix: $(CORE_STAMPS) collection-link ## ansible-test sanity on every an
 			echo "sanity-matrix: FAILED: ansible-test $$version skipped a test (see above)" >&2; exit 1; fi; \
 	done
 
-# Same lab, same rules as test-lab (a fresh lab, taken down at the end), on the oldest core.
-test-lab-oldest: deps $(CORE_DIR)/$(CORE_OLDEST)/.stamp ## The lab tests of LAB_OLDEST_TESTS on the oldest ansible-core
-	$(call run_lab_tests,$(LAB_OLDEST_TESTS))
+# Same lab, same rules as test-lab (a fresh lab, taken down at the end), on the oldest core and on
+# the newest.
+test-lab-oldest: deps $(CORE_DIR)/$(CORE_OLDEST)/.stamp ## The lab tests of LAB_CORE_TESTS on the oldest ansible-core
+	$(call run_lab_tests,$(LAB_CORE_TESTS))
 
 test-lab-oldest: LAB_PYTHON = $(CORE_DIR)/$(CORE_OLDEST)/bin/python
+
+test-lab-newest: deps $(CORE_DIR)/$(CORE_NEWEST)/.stamp ## The lab tests of LAB_CORE_TESTS on the newest ansible-core
+	$(call run_lab_tests,$(LAB_CORE_TESTS))
+
+test-lab-newest: LAB_PYTHON = $(CORE_DIR)/$(CORE_NEWEST)/bin/python

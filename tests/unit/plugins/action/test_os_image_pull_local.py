@@ -161,7 +161,7 @@ def test_present_writes_an_oci_layout_once_and_check_mode_predicts_it(served, ho
     for digest in first["fetched_blobs"]:
         data = (cache / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
         assert sha(data) == digest
-    assert not [path for path in cache.rglob(".tmp-*")]
+    assert not list(cache.rglob(".tmp-*"))
     again = run(args)
     assert (again["changed"], again["fetched_blobs"]) == (False, [])
 
