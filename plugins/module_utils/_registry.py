@@ -543,7 +543,7 @@ class ImageReader:
         return client.get_manifest(repository, reference, action="%s image" % action)[0]
 
     def _manifest(self, image, cert_dir, tls_verify, action):
-        """-> (the image manifest document, its digest, repository, client); an index is refused."""
+        """-> (the image manifest as a document, its bytes, its digest, repository, client); an index is refused."""
         repository, reference, client = self._target(image, cert_dir, tls_verify)
         raw, dummy, digest = client.get_manifest(repository, reference, action="%s image" % action)
         try:

@@ -1,10 +1,12 @@
 """The playbooks as an AWX / Automation Controller job runs them: through ansible-runner.
 
 A private data directory as AWX lays it out for a job: `inventory/hosts`, an inventory script
-that prints the inventory AWX imported (`ansible-inventory --list --export` of the lab's
-inventory plus a MachineImage inventory source, flattened: no manifests next to it), `env/`
-with the collections path and the extra variables, and `project/` with a playbook of the
-user's project that imports the collection's playbook by its FQCN. No terminal.
+that prints the inventory AWX imported (the inventory directory of docs/awx.md, hosts and the
+MachineImage plugin's configuration, synced as one source the way an AWX inventory update runs
+`ansible-inventory`: flattened, no manifests next to it), `env/` with the collections path, the
+extra variables and what a credential injects, and `project/` with a playbook of the user's
+project that imports the collection's playbook by its FQCN. No terminal. Beside the jobs:
+ansible-navigator, as a user runs it outside an execution environment.
 
 The nodes are this module's own (`fleetlab claim`); the image is new on every run.
 """
@@ -86,13 +88,6 @@ def summary_lines(summary, stdout):
     """The lines of a playbook's set_stats summary that are not in its output (its "Show the summary" task prints
     them as a list of JSON strings)."""
     return [line for line in summary.splitlines() if json.dumps(line) not in stdout]
-
-
-def _run(argv, env):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False,
-                          env=dict(os.environ, **env), timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 def private_data_dir(job, name, playbook, extravars, env=None):
