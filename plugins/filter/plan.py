@@ -27,7 +27,8 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import emp
 @empty_means_unset("pool", "fallback_image", "fallback_transport", "lock")
 def _pins(pins):
     """The canary's pins as a mapping, or None (unset: None, or "" before ansible-core 2.19)."""
-    if pins in (None, ""):
+    pins = none_if_empty(pins)
+    if pins is None:
         return None
     if not isinstance(pins, Mapping):
         raise AnsibleFilterError("pins must be a mapping of image tag to digest (fleetos_last_rollout.images), not %r"
