@@ -179,7 +179,7 @@ class Lab:
 
     def ansible(self, *args, check=True, timeout=600):
         env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_DEPRECATION_WARNINGS="False")
+                   ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_COLLECTIONS_PATH=str(collections_path()))
         proc = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory)] + list(args),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=timeout, env=env, cwd=str(self.root), check=False)
