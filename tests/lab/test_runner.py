@@ -125,8 +125,9 @@ def test_a_machine_image_source_synced_alone_fails_in_one_sentence(lab, job):
     and the sync fails with the sentence, instead of every host getting its pool default in silence."""
     rc, out, err = sync_inventory_source(job["directory"] / "machine_images.yml", job["env"])
     assert rc != 0 and out.strip() == ""
+    # Older cores wrap their warnings at the terminal's width.
     assert ("machine_images.yml: no host of group 'all' is in the inventory when this MachineImage source is read; "
-            "it assigns images to the hosts the sources before it define") in err, err
+            "it assigns images to the hosts the sources before it define") in " ".join(err.split()), err
 
 
 def test_plan_through_ansible_runner_is_the_plan_of_the_cli(lab, job, tmp_path):
