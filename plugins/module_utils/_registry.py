@@ -507,7 +507,7 @@ class ImageReader:
     ``Architecture``, ``Os``, ``Layers``), ``inspect_config`` and ``copy`` into an ``oci:DIR:TAG``
     layout, so that ``_skopeo.resolve`` and ``_pull`` take either: os_image_pull on the controller
     (the local connection) needs no skopeo. ``auths`` (an ``_auth.Auths`` or None) are the credentials;
-    the methods' ``auth_file`` is not read. A configuration is read once per digest.
+    the methods' ``auth_file`` is not read. A manifest named by its digest and a configuration are read once.
     """
 
     def __init__(self, auths=None, retries=0, retry_delay=5, sleep=None, scheme="https"):
@@ -518,6 +518,7 @@ class ImageReader:
         self._scheme = scheme
         self._clients = {}
         self._configs = {}
+        self._pinned = {}  # (registry, repository, digest) -> the manifest's bytes: a digest names them for good
 
     @property
     def secrets(self):
@@ -545,7 +546,13 @@ class ImageReader:
     def _manifest(self, image, cert_dir, tls_verify, action):
         """-> (the image manifest as a document, its bytes, its digest, repository, client); an index is refused."""
         repository, reference, client = self._target(image, cert_dir, tls_verify)
-        raw, dummy, digest = client.get_manifest(repository, reference, action="%s image" % action)
+        key = (client.registry, repository, reference)
+        if key in self._pinned:
+            raw, digest = self._pinned[key], reference
+        else:
+            raw, dummy, digest = client.get_manifest(repository, reference, action="%s image" % action)
+            if is_digest(reference):
+                self._pinned[key] = raw
         try:
             described = describe_manifest(raw)
         except ImageError as exc:

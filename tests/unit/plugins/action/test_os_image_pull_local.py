@@ -162,6 +162,9 @@ def test_present_writes_an_oci_layout_once_and_check_mode_predicts_it(served, ho
         data = (cache / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
         assert sha(data) == digest
     assert not list(cache.rglob(".tmp-*"))
+    # The index and the platform's manifest once each per run (the inspection and the copy share the manifest).
+    assert manifest_reads(served.registry) == ["/v2/%s/manifests/1.0" % REPO,
+                                               "/v2/%s/manifests/%s" % (REPO, served.platforms["amd64"])] * 2
     again = run(args)
     assert (again["changed"], again["fetched_blobs"]) == (False, [])
 
