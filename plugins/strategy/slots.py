@@ -40,6 +40,7 @@ notes:
 
 import os
 import time
+from collections.abc import MutableMapping
 
 from ansible.executor.play_iterator import IteratingStates
 from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
@@ -59,6 +60,35 @@ IDLE_RELEASE = 30.0
 LOOK_AGAIN = 1.0
 # Seconds between two lines that name the hosts waiting for a budget slot and the hosts that hold them.
 SAY_EVERY = 30.0
+
+
+def own_facts(variable_manager, names):
+    """Give each host of ``names`` a mapping of cached facts of its own: -> the hosts that shared one.
+
+    ansible-core 2.21 hands every host of a C(run_once) C(set_fact) or C(debug) task one and the same
+    (empty) mapping as its first cached facts, and later adds a host's facts to that mapping in place:
+    from then on the C(ansible_facts) an action returns for one host (C(os_activate_next),
+    C(os_activate_result)) are every host's, and a host runs another host's next step. Earlier cores
+    copied the facts for each host."""
+    cache = getattr(variable_manager, "_fact_cache", None)
+    if cache is None:
+        return []
+    # A cache plugin (ansible-core 2.19 and later: get raises KeyError, set) or a mapping (before).
+    plugin = hasattr(cache, "set") and not isinstance(cache, MutableMapping)
+    seen, shared = set(), []
+    for name in names:
+        try:
+            facts = cache.get(name) if plugin else cache[name]
+        except KeyError:
+            continue
+        if id(facts) in seen:
+            shared.append(name)
+            if plugin:
+                cache.set(name, dict(facts))
+            else:
+                cache[name] = dict(facts)
+        seen.add(id(facts))
+    return shared
 
 
 class _Running:
@@ -100,6 +130,7 @@ class StrategyModule(FreeStrategyModule):
 
     def run(self, iterator, play_context):
         self._iterator = iterator
+        own_facts(self._variable_manager, [host.get_name() for host in self._inventory.get_hosts(iterator._play.hosts)])
         return super().run(iterator, play_context)
 
     # -- the book ----------------------------------------------------------------------

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 
 from ansible.executor.play_iterator import IteratingStates
 
@@ -213,3 +214,31 @@ def test_hosts_waiting_for_a_slot_are_named_every_30_s(tmp_path, monkeypatch):
     assert said == []
     module._let_go()
     assert said == ["2 host(s) wait for a budget slot of pool a (n2, n3); held by n1"]
+
+
+def _cached_facts(variable_manager, name):
+    """A host's cached facts: a cache plugin from ansible-core 2.19 on, a mapping before."""
+    cache = variable_manager._fact_cache
+    return cache[name] if isinstance(cache, MutableMapping) else cache.get(name)
+
+
+def test_each_host_gets_cached_facts_of_its_own_before_the_activation():
+    """ansible-core 2.21 sets one mapping as the first cached facts of every host of a run_once set_fact;
+    the strategy gives each host a copy, so that one host's os_activate_next is not another's."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    names = ["node01", "node02", "node03"]
+    manager = VariableManager(loader=DataLoader())
+    shared = {}
+    for name in names:
+        manager.set_host_facts(name, shared)
+    # What the strategy guards against: a fact set for one host shows on the others.
+    manager.set_host_facts("node01", {"probe": 1})
+    assert _cached_facts(manager, "node03").get("probe") == 1
+
+    assert slots.own_facts(manager, names + ["node04"]) == ["node02", "node03"]
+    manager.set_host_facts("node01", {"os_activate_next": "post"})
+    manager.set_host_facts("node02", {"os_activate_next": "health"})
+    assert [_cached_facts(manager, name).get("os_activate_next") for name in names] == ["post", "health", None]
+    assert slots.own_facts(manager, names) == []
