@@ -88,7 +88,7 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
         raise SlotError("budgets must be a mapping of pool to a count of slots, not %r" % (budgets,))
     book = {
         "version": VERSION, "opened_at": float(now), "order": [], "hosts": {}, "pools": {},
-        "max_failures": _int(max_failures, "max_failures", 1), "canary": [], "canary_verified": False,
+        "max_failures": _int(max_failures, "max_failures", 1), "canary": [], "canary_verified": False, "canary_closed": False,
         "stop": None, "blocked": {}, "grants": [], "records": {}, "settle": float(settle),
     }
     for item in hosts:
@@ -195,6 +195,11 @@ def try_acquire(book, host, now, take=True, activation_seconds=0):
         return "refused", entry.get("reason") or "host %s was activated already in this run" % host
     if _check_stop(book):
         return _give_up(book, host, book["stop"], now)
+    if book["canary"] and host not in book["canary"] and not book.get("canary_closed"):
+        # The gate after the canary batch (stop on a failure, stop_after_canary, the pause) did not run: a
+        # play that a limit emptied, a task skipped. Without it the rest is not activated.
+        return _give_up(book, host, "the canary batch (%s) was not closed: no host after it is activated without the"
+                        " canary gate" % ", ".join(book["canary"]), now)
     pool = entry["pool"]
     budget = book["pools"][pool]["budget"]
     lost = _pool_hosts(book, pool, ("lost",))
@@ -501,6 +506,7 @@ def close_canary(book, stop_after=False):
     verified and the run is to end there. -> the stop reason, or None to go on."""
     canary = [h for h in book["canary"] if h in book["grants"]]
     failed = [h for h in _failures(book) if h in book["canary"]]
+    book["canary_closed"] = True
     if failed:
         book["stop"] = "the canary batch failed (%s)" % ", ".join(failed)
     elif canary and stop_after and not book["stop"]:

@@ -228,6 +228,17 @@ def test_close_canary(failures, stop_after, stop, verified):
     assert _slots.summary(b)["canary_verified"] is verified
 
 
+def test_no_host_after_the_canary_batch_gets_a_slot_before_the_canary_gate_ran():
+    b = book("a:n1,n2,n3", {"a": 2}, max_failures=3, canary=1)
+    activate(b, "n1")
+    # The gate (close_canary) did not run - a limit emptied its play: the rest is refused, never granted.
+    assert _slots.try_acquire(b, "n2", 4) == (
+        "refused", "the canary batch (n1) was not closed: no host after it is activated without the canary gate")
+    assert b["hosts"]["n2"]["state"] == "not_activated" and "n2" not in b["grants"]
+    assert _slots.close_canary(b) is None
+    assert _slots.try_acquire(b, "n3", 5) == ("granted", None)
+
+
 def test_give_back_frees_the_slot_and_stops():
     b = book("a:n1,n2", {"a": 1})
     grant(b, "n1")
