@@ -82,15 +82,32 @@ def _budget_of(budgets, pool, name):
     return budget
 
 
-def rollout_pool_budgets(hosts):
+def rollout_pool_sizes(hosts, inventory_pools=None):
+    """Pool -> its number of hosts, from ``[{host, pool, ...}]`` and, when given, ``inventory_pools``
+    (the pool of every host of the inventory, one name a host): a pool counts the hosts the inventory gives
+    it, not only those of the run, so that a limited run sizes a percentage budget as an unlimited one."""
+    _check_hosts(hosts, "rollout_pool_sizes")
+    if inventory_pools is not None and (isinstance(inventory_pools, (str, dict)) or not isinstance(inventory_pools, (list, tuple))):
+        raise AnsibleFilterError("rollout_pool_sizes: inventory_pools must be a list of pool names, one a host, not %r"
+                                 % (inventory_pools,))
+    size = {}
+    for item in hosts:
+        size[item["pool"]] = size.get(item["pool"], 0) + 1
+    known = {}
+    for pool in inventory_pools or []:
+        known[str(pool)] = known.get(str(pool), 0) + 1
+    return dict((pool, max(count, known.get(str(pool), 0))) for pool, count in size.items())
+
+
+def rollout_pool_budgets(hosts, inventory_pools=None):
     """Pool -> max_unavailable as a count, from ``[{host, pool, max_unavailable}]``.
 
-    A percentage is taken of the number of hosts of the pool in ``hosts`` (rounded
-    down, at least 1). Hosts of one pool that disagree on the budget are an error.
+    A percentage is taken of the pool's size (``rollout_pool_sizes``: its hosts in ``hosts``, or in
+    ``inventory_pools`` when given and more), rounded down, at least 1. Hosts of one pool that
+    disagree on the budget are an error.
     """
-    _check_hosts(hosts, "rollout_pool_budgets")
+    sizes = rollout_pool_sizes(hosts, inventory_pools)
     raw = {}
-    size = {}
     for item in hosts:
         pool = item["pool"]
         value = item.get("max_unavailable", 1)
@@ -98,8 +115,7 @@ def rollout_pool_budgets(hosts):
             raise AnsibleFilterError("rollout_pool_budgets: hosts %s and %s of pool %r have different budgets %r and %r"
                                      % (raw[pool][1], item["host"], pool, raw[pool][0], value))
         raw.setdefault(pool, (value, item["host"]))
-        size[pool] = size.get(pool, 0) + 1
-    return dict((pool, rollout_budget(raw[pool][0], size[pool])) for pool in raw)
+    return dict((pool, rollout_budget(raw[pool][0], sizes[pool])) for pool in raw)
 
 
 def _short(digest):
@@ -438,6 +454,7 @@ class FilterModule:
         return {
             "rollout_budget": rollout_budget,
             "rollout_pool_budgets": rollout_pool_budgets,
+            "rollout_pool_sizes": rollout_pool_sizes,
             "rollout_pool_windows": rollout_pool_windows,
             "rollout_report": rollout_report,
             "rollout_report_markdown": rollout_report_markdown,

@@ -60,6 +60,23 @@ def test_rollout_pool_budgets():
     assert rollout.rollout_pool_budgets(items) == {"a": 2, "b": 1, "c": 1}
 
 
+def test_a_percentage_budget_is_of_the_pool_in_the_inventory_not_of_the_limited_run():
+    # 10% of a 100-host pool is 10, whether the run is limited to 20 of its hosts or not.
+    limited = [dict(h, max_unavailable="10%") for h in hosts("web:" + ",".join("w%02d" % i for i in range(20)))]
+    inventory = ["web"] * 100 + ["db"] * 3
+    assert rollout.rollout_pool_budgets(limited) == {"web": 2}
+    assert rollout.rollout_pool_budgets(limited, inventory) == {"web": 10}
+    assert rollout.rollout_pool_sizes(limited, inventory) == {"web": 100}
+    # A pool the inventory names for fewer hosts than the run has (a host added at run time) keeps the run's count.
+    assert rollout.rollout_pool_sizes(limited, ["web"] * 5) == {"web": 20}
+
+
+@pytest.mark.parametrize("value", ["web", {"web": 3}, 3])
+def test_rollout_pool_sizes_rejects_inventory_pools_that_are_not_a_list(value):
+    with pytest.raises(AnsibleFilterError, match="inventory_pools must be a list"):
+        rollout.rollout_pool_sizes([{"host": "n1", "pool": "web"}], value)
+
+
 def test_rollout_pool_budgets_disagree():
     items = [{"host": "n1", "pool": "a", "max_unavailable": 1}, {"host": "n2", "pool": "a", "max_unavailable": 2}]
     with pytest.raises(AnsibleFilterError, match="n1 and n2 of pool 'a'"):
@@ -157,7 +174,7 @@ def test_render_rejects_non_report(func):
 
 def test_filters_registered():
     names = set(rollout.FilterModule().filters())
-    assert names == {"rollout_budget", "rollout_pool_budgets", "rollout_pool_windows", "rollout_report",
+    assert names == {"rollout_budget", "rollout_pool_budgets", "rollout_pool_sizes", "rollout_pool_windows", "rollout_report",
                      "rollout_report_markdown", "rollout_timeline_svg"}
 
 
