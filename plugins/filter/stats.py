@@ -23,18 +23,23 @@ def job_stats(report, kind, report_dir=None):
         raise AnsibleFilterError(exc.msg) from None
 
 
-def host_pattern(pattern, variable="the host pattern"):
+def host_pattern(pattern, variable="the host pattern", limit=None, limited=None):
     """Filter: the play's host pattern, stripped, or an error naming ``variable`` (see host_pattern.yml).
 
     A playbook names it in its first play's ``hosts``, which ansible-playbook templates itself: the
     collection's filters are then loaded once, in the process each task's forks are copied from,
-    instead of once per fork.
+    instead of once per fork. Given the run's ``limit`` (``ansible_limit``) and ``limited`` (the hosts of
+    the pattern within the limit), a limit that leaves none of them is an error too: every play of the
+    run would be skipped, and the run would end with nothing done and rc 0.
     """
     if not isinstance(pattern, str):
         raise AnsibleFilterError("%s must be a host pattern (a string such as all, a group or host1,host2), not a %s"
                                  % (variable, type(pattern).__name__))
     if not pattern.strip():
         raise AnsibleFilterError("%s is empty: give a host pattern such as all, a group or host1,host2" % variable)
+    if isinstance(limit, str) and limit.strip() and isinstance(limited, (list, tuple)) and not limited:
+        raise AnsibleFilterError("The limit %r leaves no host of %s (%r) to act on: name hosts or groups of the"
+                                 " inventory in the limit (AWX's Limit, --limit)" % (limit.strip(), variable, pattern.strip()))
     return pattern.strip()
 
 

@@ -25,3 +25,12 @@ def test_a_pattern_that_is_not_a_nonempty_string_is_refused_naming_the_variable(
     with pytest.raises(AnsibleFilterError) as exc:
         host_pattern(value, "fleetos_rollout_hosts")
     assert cause in str(exc.value)
+
+
+def test_a_limit_that_leaves_none_of_the_hosts_is_refused():
+    with pytest.raises(AnsibleFilterError, match=r"^The limit 'db' leaves no host of fleetos_rollout_hosts \('web'\) to act on"):
+        host_pattern("web", "fleetos_rollout_hosts", limit="db", limited=[])
+    assert host_pattern("web", "fleetos_rollout_hosts", limit="web-01", limited=["web-01"]) == "web"
+    # No limit, or the hosts within it not given: nothing to check.
+    assert host_pattern("web", "fleetos_rollout_hosts", limit="", limited=[]) == "web"
+    assert host_pattern("web", "fleetos_rollout_hosts", limit="db") == "web"
