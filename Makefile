@@ -128,7 +128,7 @@ checks: ## unit and sanity on every ansible-core (mk/matrix.mk), lint, changelog
 checks-niced: ## checks at the lowest CPU priority (nice 19), as make test runs them beside the lab tests
 	nice -n 19 $(MAKE) --no-print-directory -C $(REPO_ROOT) -j1 checks
 
-test: ## deps and the venvs, then at once: checks-niced, test-lab-a, test-lab-b (then test-lab-newest), test-lab-c (then test-lab-oldest)
+test: ## deps and the venvs, then at once: checks-niced, test-lab-a (then test-lab-free), test-lab-b (then test-lab-newest), test-lab-c (then test-lab-oldest)
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) deps venv core-venvs
 	$(MAKE) --no-print-directory -C $(REPO_ROOT) -j4 --output-sync=target checks-niced test-lab-a test-lab-b test-lab-c
 

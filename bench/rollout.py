@@ -39,6 +39,7 @@ FLEETLAB_INVENTORY/hosts.yml (default inventories/lab, as for lab/fleetlab).
 
   .venv/bin/python bench/rollout.py [--count 12 | --nodes node12,...,node23] [--budget 3]
       [--pools 2] [--boot-delay 10 | --boot-spread 5-30 [--seed 15]] [--rate 80mbit] [--size-mb 50] [--forks N]
+      [--strategy fleetos.layering.slots | free]
 """
 
 from __future__ import annotations
@@ -197,6 +198,8 @@ class Bench:
         run_playbook process; logs its wall time and peak RSS."""
         argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(book),
                 "--forks", str(self.forks)] + list(extra)
+        if book in (ROLLOUT, ROLLBACK) and self.args.strategy != "fleetos.layering.slots":
+            argv += ["-e", "fleetos_rollout_strategy=%s" % self.args.strategy]
         proc = run_playbook(argv, self.run_dir / log_name, book.name)
         log("%s: %.1f s, %s" % (log_name, proc.wall, fmt_rss(rss(proc))))
         return proc
@@ -354,7 +357,7 @@ class Bench:
                 "boot_delays_s": {"min": delays[0], "median": statistics.median(delays), "max": delays[-1],
                                   "per_node": self.delays},
                 "lab_boot_delay_s": self.lab_delay, "slow_boot_fault_s": self.faults,
-                "layer_mb": a.size_mb, "forks": self.forks, "rss_interval_s": RSS_INTERVAL,
+                "layer_mb": a.size_mb, "forks": self.forks, "strategy": a.strategy, "rss_interval_s": RSS_INTERVAL,
                 "cpus": len(os.sched_getaffinity(0)),
                 "v2": {"image": "%s:%s" % (v2["reference"], v2["tag"]), "digest": v2["digest"]},
                 "v2_naive": {"image": "%s:%s" % (v2n["reference"], v2n["tag"]), "digest": v2n["digest"]},
@@ -478,9 +481,10 @@ def show(res):
     n = s["n"]
     pools = ", ".join("%s=%d" % (p, len(ns)) for p, ns in s["pools"].items())
     print("bench/rollout.py  %s" % res["timestamp"])
-    print("settings: %d nodes (%s..%s%s), pools %s, fleetos_pool_max_unavailable=%d, naive serial=%d, forks=%d"
+    print("settings: %d nodes (%s..%s%s), pools %s, fleetos_pool_max_unavailable=%d, naive serial=%d, forks=%d,"
+          " strategy %s"
           % (n, s["nodes"][0], s["nodes"][-1], ", claim %s" % s["claim"] if s.get("claim") else "", pools,
-             s["budget_per_pool"], s["naive_serial"], s["forks"]))
+             s["budget_per_pool"], s["naive_serial"], s["forks"], s.get("strategy", "fleetos.layering.slots")))
     print("          links %s (tbf %s), %s, v1 -> v2 +%d MB layer, %d CPUs"
           % (s["link_rate"], s["tbf"], fmt_delays(s), s["layer_mb"], s["cpus"]))
     print("          naive run pulls v2' (same size, its own layer)")
@@ -555,6 +559,9 @@ def main():
     parser.add_argument("--forks", type=int, default=0,
                         help="ansible forks of every playbook run, below the number of nodes too (default: the "
                              "number of nodes)")
+    parser.add_argument("--strategy", choices=("fleetos.layering.slots", "free"), default="fleetos.layering.slots",
+                        help="the rollout's and rollback's activation strategy, fleetos_rollout_strategy "
+                             "(fleetos.layering.slots; free: ansible-core's, which needs a fork for each node)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/rollout.py: the lab needs root")

@@ -84,8 +84,9 @@ LAB3_ENV := FLEETLAB_NETNS=fleetlabc FLEETLAB_SLICE=2 FLEETLAB_STATE=$(BUILD_DIR
 
 .PHONY: test-lab-a test-lab-b test-lab-c
 
-test-lab-a: deps venv ## The lab tests not in LAB_TESTS_B or LAB_TESTS_C, on the default lab
+test-lab-a: deps venv ## The lab tests not in LAB_TESTS_B or LAB_TESTS_C, on the default lab, then test-lab-free on it
 	$(call run_lab_tests,$(LAB_TESTS_A))
+	$(MAKE) --no-print-directory test-lab-free
 
 test-lab-b: deps venv ## The lab tests of LAB_TESTS_B on a second lab, then test-lab-newest on it
 	env $(LAB2_ENV) $(MAKE) --no-print-directory test-lab LAB_TESTS="$(LAB_TESTS_B)"

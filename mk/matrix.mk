@@ -72,3 +72,15 @@ test-lab-newest: deps $(CORE_DIR)/$(CORE_NEWEST)/.stamp ## The lab tests of LAB_
 	$(call run_lab_tests,$(LAB_CORE_TESTS))
 
 test-lab-newest: LAB_PYTHON = $(CORE_DIR)/$(CORE_NEWEST)/bin/python
+
+# The rollout tests once more on the newest core, on ansible-core's own free strategy instead of the collection's
+# (fleetos_rollout_strategy: strategy plugins outside ansible.builtin are deprecated from ansible-core 2.19 on).
+LAB_FREE_TESTS ?= tests/lab/test_rollout.py
+
+.PHONY: test-lab-free
+
+test-lab-free: deps $(CORE_DIR)/$(CORE_NEWEST)/.stamp ## The rollout lab tests on the newest ansible-core with its free strategy
+	$(call run_lab_tests,$(LAB_FREE_TESTS))
+
+test-lab-free: LAB_PYTHON = $(CORE_DIR)/$(CORE_NEWEST)/bin/python
+test-lab-free: export FLEETOS_LAB_ROLLOUT_STRATEGY = free
