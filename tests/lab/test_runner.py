@@ -215,17 +215,28 @@ def test_the_canary_workflow_hands_the_verified_digest_to_the_rest_of_the_fleet(
 
 
 def test_ansible_navigator_prints_the_plan_summary(lab, job, tmp_path):
-    """`ansible-navigator run ... --ee false -m stdout`, as a user runs a playbook with it outside an execution
-    environment: the plan's summary is in its output (its temporary files are gone after)."""
+    """`ansible-navigator run ... --ee false -m stdout` from the checkout, as a user runs a playbook with it outside
+    an execution environment: the plan's summary is in its output, and its playbook artifact and log go under
+    .build/navigator (the checkout's ansible-navigator.yml), not beside the playbook or into the working directory."""
     navigator = VENV_BIN / "ansible-navigator"
     if not navigator.exists():
         pytest.skip("ansible-navigator is installed by `make venv`")
+
+    def strays():
+        return set(REPO.glob("playbooks/*-artifact-*.json")) | set(REPO.glob("ansible-navigator.log"))
+
+    def kept():
+        return set((REPO / ".build" / "navigator").glob("plan-artifact-*.json"))
+
+    strays_before, kept_before = strays(), kept()
     proc = subprocess.run([str(navigator), "run", str(REPO / "playbooks" / "plan.yml"), "-i", str(job["directory"]),
-                           "--ee", "false", "-m", "stdout", "--pae", "false", "--lf", str(tmp_path / "navigator.log"),
+                           "--ee", "false", "-m", "stdout",
                            "-e", "fleetos_machine_images_required=true", "-e", "fleetos_report_dir=%s" % tmp_path],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=600,
-                          cwd=str(tmp_path), env=dict(os.environ, **job["env"]))
+                          cwd=str(REPO), env=dict(os.environ, **job["env"]))
     assert proc.returncode == 0, proc.stdout[-4000:]
+    assert strays() == strays_before
+    assert len(kept() - kept_before) == 1
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert proc.stdout.count("TASK [Show the summary]") == 1, proc.stdout[-4000:]
     printed = proc.stdout.split("TASK [Show the summary]", 1)[1]
