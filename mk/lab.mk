@@ -33,13 +33,13 @@ demo: lab-up collection-runtime ## On a 3-node lab fleet: build image 1.1, roll 
 		$(FLEETLAB) image build fleetos/lab-os:1.1 --from fleetos/lab-os:1.0 --label fleetos.io/demo=true
 	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(RUNTIME_COLLECTIONS) \
 		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/rollout.yml --forks 10 \
-		--limit $(DEMO_NODES),localhost \
+		--limit $(DEMO_NODES) \
 		-e 'fleetos_rollout_image={{ fleetos_lab_registry }}/fleetos/lab-os:1.1' \
 		-e fleetos_report_dir=$(DEMO_REPORT)
 	@cat $(DEMO_REPORT)/rollout-report.md
 	@echo "demo: report in $(DEMO_REPORT) (rollout-report.json, rollout-report.md, rollout-timeline.svg)"
 	cd $(REPO_ROOT) && ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(RUNTIME_COLLECTIONS) \
-		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml --limit $(DEMO_NODES),localhost \
+		$(VENV_BIN)/ansible-playbook -i $(LAB_INVENTORY) playbooks/status.yml --limit $(DEMO_NODES) \
 		-e fleetos_status_json=$(DEMO_REPORT)/fleet-status.json
 	$(FLEETLAB) status
 
