@@ -114,10 +114,10 @@ def _argvs(state):
     return [call[0] for call in state["calls"]]
 
 
-def _launch_argv(command, auth_file="", auth_target="", busy="", retries="0", delay="5"):
+def _launch_argv(command, auth_file="", auth_target="", busy="", retries="0", delay="5", bound="0"):
     keep = auth_target + ".fleetos-kept" if auth_target else ""
     return (["sh", "-c", _job.LAUNCH_SCRIPT, "sh", _job.JOB_TEMPLATE, _job.SYSTEMD_DIR, _job.JOB_SCRIPT, auth_file,
-             auth_target, keep, busy, retries, delay] + command)
+             auth_target, keep, busy, retries, delay, bound] + command)
 
 
 def _ended(rc, record, output="", attempts=1):
