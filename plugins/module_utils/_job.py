@@ -226,10 +226,6 @@ class LongCommand:
 
     def collected(self, ended):
         """What :meth:`run` returns, or raises, for the job that ``ended``."""
-        if ended.step == "timeout":
-            raise CommandError("The stage did not finish within %s s: the job ended its %s command on the host (%s)."
-                               % (ended.record.get("timeout"), self.TOOL, error_line(ended.output, ended.rc)),
-                               rc=ended.rc, stdout=ended.output, before=self.before, timed_out=True)
         if ended.step == "place":
             raise self.auth_error(error_line(ended.output, ended.rc))
         return self.finished(ended.rc, ended.output, ended.attempts)
@@ -280,12 +276,20 @@ def finish(host, job, resume, timeout, poll_interval, sleep=None, clock=None):
     """The result of the job ``job`` on ``host`` once it has ended, as the synchronous step gives it.
 
     Polls the job every ``poll_interval`` seconds (one read each) until it has ended or ``timeout`` seconds
-    have passed (CommandError; the job keeps running). ``resume(before)`` gives the step back, as the task's
+    have passed (CommandError; the job keeps running). A job that ended its command past its own bound
+    (:func:`start`'s ``bound``) fails with CommandError, the step not resumed. ``resume(before)`` gives the step back, as the task's
     options name it, with the deployment the job's record says was there before; a job whose record names
     another target is refused and left as it is. The job's directory is removed once read.
     """
     check_job(job)
     ended = wait(host, job, timeout, poll_interval, sleep or time.sleep, clock or time.monotonic)
+    if ended.step == "timeout":
+        # Nothing to conclude, and nothing more to ask of the registry (resuming the step resolves the image):
+        # it may be what stalled.
+        remove(host, job)
+        raise CommandError("The stage did not finish within %s s: the job ended its command on the host (%s)."
+                           % (ended.record.get("timeout"), error_line(ended.output, ended.rc)),
+                           rc=ended.rc, stdout=ended.output, before=ended.record.get("before"), timed_out=True, job=job)
     step = resume(ended.record.get("before"))
     if ended.record.get("target") != step.target:
         raise InvalidInputError("The stage job %s stages '%s', not '%s': finish a job with the options it was "

@@ -266,9 +266,9 @@ def test_a_job_past_its_bound_ends_its_command_on_the_host_and_the_finish_says_s
     fleet.wait_for("auth-seen")
     with pytest.raises(CommandError) as caught:
         fleet.finish(job, params, timeout=30)
-    assert caught.value.msg.startswith("The stage did not finish within 1 s: the job ended its rpm-ostree command on "
-                                       "the host (")
+    assert caught.value.msg.startswith("The stage did not finish within 1 s: the job ended its command on the host (")
     assert caught.value.details["rc"] == 124 and caught.value.details["timed_out"] is True
+    assert caught.value.details["job"] == job
     assert time.time() - began < 25
     assert not fleet.run_auth.exists() and _listing(fleet.jobs) == []
 
