@@ -159,6 +159,19 @@ def test_start_runs_what_comes_before_the_rebase_and_starts_it_as_a_job(host):
     assert "after" not in result and "reboot_required" not in result
 
 
+def test_a_start_with_a_job_timeout_gives_the_job_its_bound(host):
+    """job_timeout: the job's script gets the bound (it runs the command under coreutils timeout), and the job's
+    record keeps it for the finish's sentence."""
+    host["results"] = [bootc.status(bootc.BOOTED_OLD), (4, "", ""), (0, JOB + "\n", "")]
+    run_action(os_image_stage, dict(image=BOOTC_IMAGE, backend="bootc", phase="start", job_timeout=900))
+    command = ["bootc", "switch", "--quiet", "--transport", "registry", "--download-only", "--", BOOTC_IMAGE]
+    assert _argvs(host)[2] == _launch_argv(command, bound="900")
+    assert json.loads(host["calls"][2][1]["data"]) == dict(BOOTC_RECORD, timeout=900)
+    result = run_action(os_image_stage, dict(image=BOOTC_IMAGE, backend="bootc", phase="start", job_timeout=-1),
+                        failed=True)
+    assert result["msg"] == "job_timeout -1 is negative: expected 0 (no bound) or more seconds."
+
+
 def test_a_bootc_start_checks_the_sysroot_lock_then_starts_the_switch(host):
     lock_probe = ["sh", "-c", _bootc.LOCK_SCRIPT, "sh", _bootc.SYSROOT_LOCK]
     host["results"] = [bootc.status(bootc.BOOTED_OLD), (4, "", ""), (0, JOB + "\n", "")]
