@@ -824,3 +824,23 @@ def test_every_command_of_the_activation_is_bounded_by_command_timeout(monkeypat
     # The reboot's boot id reads and the status read, then nothing on the host in op continue but the bound kept.
     assert seen and set(seen) == {12}, seen
     assert action._command_timeout == 12
+
+
+def test_fleetlock_requests_are_bounded_by_request_timeout():
+    world = World()
+    book = open_book(world)
+    Host(world, down=0)
+    lines = []
+    inner = world.command
+
+    def command(cmd, sudoable=True, **kwargs):
+        lines.append(plain(cmd))
+        return inner(cmd, sudoable, **kwargs)
+
+    world.command = command
+    result = acquire(world, book=book, fleetlock={"url": URL, "request_timeout": 7})
+    assert not result.get("failed"), result
+    curls = [line for line in lines if line.startswith("curl ")]
+    # pre-reboot, then steady-state: each with curl's own bound.
+    assert [line.split()[-1] for line in curls] == [URL + "v1/pre-reboot", URL + "v1/steady-state"]
+    assert all(" --max-time 7 " in line for line in curls), curls
