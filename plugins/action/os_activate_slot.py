@@ -28,7 +28,8 @@ from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _deployments, _fleetlock, _lease, _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
 
 # The steps of an activation, as its failures name them.
@@ -42,6 +43,12 @@ STEP_ROLLBACK_VERIFY = "Verify the previous digest is booted"
 HOOKS = ("pre", "health", "post")
 # Seconds between two lines of a host that waits for its FleetLock slot.
 SAY_EVERY = 30
+# Seconds coreutils timeout gives a timed-out health command between its TERM and a KILL; the controller
+# waits that long and HEALTH_MARGIN more for the host's answer before it cuts the connection.
+HEALTH_KILL_AFTER = 5
+HEALTH_MARGIN = 5
+# The exit statuses of coreutils timeout for a command it ended: TERM (124), KILL after --kill-after (137).
+TIMED_OUT = (124, 137)
 
 display = Display()
 
@@ -52,6 +59,7 @@ HEALTH_SPEC = {
     "command": {"type": "str"},
     "retries": {"type": "int", "default": 3},
     "delay": {"type": "float", "default": 5},
+    "timeout": {"type": "int", "default": 300},
 }
 HOOKS_SPEC = dict((name, {"type": "bool", "default": False}) for name in HOOKS)
 FLEETLOCK_SPEC = {
@@ -60,6 +68,7 @@ FLEETLOCK_SPEC = {
     "id": {"type": "str"},
     "timeout": {"type": "int", "default": 600},
     "retry_delay": {"type": "float", "default": 5},
+    "request_timeout": {"type": "int", "default": _fleetlock.TIMEOUT},
 }
 
 ARGUMENT_SPEC = {
@@ -79,6 +88,7 @@ ARGUMENT_SPEC = {
     "staged_checksum": {"type": "str"},
     "backend": {"type": "str", "default": "rpm-ostree", "choices": ["rpm-ostree", "bootc"]},
     "timeout": {"type": "int", "default": 3600},
+    "command_timeout": {"type": "int", "default": 300},
     "poll_interval": {"type": "float", "default": 0.1},
     "lease": {"type": "dict"},
     "lease_release": {"type": "bool", "default": False},
@@ -120,6 +130,9 @@ class ActionModule(ActionBase):
     # The run's controller process (ansible-playbook): a worker outlives it when it is killed,
     # and is then reparented.
     _controller = staticmethod(os.getppid)
+    # Seconds a host command over the connection may take before the connection is cut (op acquire's
+    # command_timeout, kept in the book for the steps that follow); None: no bound.
+    _command_timeout = None
 
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
@@ -129,6 +142,7 @@ class ActionModule(ActionBase):
         del validation
         args = dict(args)
         args["host"] = args["host"] or (task_vars or {}).get("inventory_hostname")
+        self._command_timeout = args["command_timeout"]
         try:
             result.update(getattr(self, "_op_" + args["op"])(args))
         except _slots.SlotError as exc:
@@ -156,15 +170,25 @@ class ActionModule(ActionBase):
         """What op acquire was given for the host (kept in the book for the steps that follow)."""
         with self._book(path) as book:
             entry = book["hosts"][host]
-            return dict(entry.get("activation") or {}), entry.get("next")
+            config = dict(entry.get("activation") or {})
+        if config.get("command_timeout"):
+            self._command_timeout = config["command_timeout"]
+        return config, entry.get("next")
 
     # -- the host ------------------------------------------------------------------------
+
+    def _low_level_execute_command(self, cmd, *args, **kwargs):
+        """Every command this action runs on the host, bounded on the controller's side (plugin_utils/_bound.py):
+        a connection that stops answering in the middle of a command is cut after ``_command_timeout`` seconds
+        (CommandTimeout, an AnsibleConnectionFailure: the host did not answer)."""
+        call = super()._low_level_execute_command
+        return _bound.bounded(lambda: call(cmd, *args, **kwargs), self._command_timeout, self._connection)
 
     def _fleetlock(self, op, config, host):
         """POST /v1/<op> from the host (curl over the connection): -> (granted, answer)."""
         fleetlock = config["fleetlock"]
         return _fleetlock.post(ConnectionHost(self), fleetlock["url"], op, fleetlock["id"] or host,
-                               fleetlock["group"] or "default")
+                               fleetlock["group"] or "default", timeout=fleetlock.get("request_timeout") or _fleetlock.TIMEOUT)
 
     def _controller_gone(self, controller):
         """Why a worker of a killed run stops (it would take slots no one frees), or None."""
@@ -215,16 +239,35 @@ class ActionModule(ActionBase):
         return _reboot.reboot(self, dict(config["reboot"], reboot_command=command))
 
     def _health_command(self, config):
-        """The health command on the host, tried ``retries`` times ``delay`` s apart; Stop when it never passes."""
+        """The health command on the host, tried ``retries`` times ``delay`` s apart; Stop when it never passes.
+
+        Each try is bounded by ``timeout`` twice: on the host, by coreutils timeout (the command's processes end
+        there, whatever the connection), and on the controller, a few seconds later (a connection that stops
+        answering is cut). A try that timed out is not tried again: a hung check that is retried holds its
+        pool's slot for as many bounds, and a service that is still starting fails fast, not by hanging.
+        """
         health = config["health"]
         attempts = max(health["retries"], 1)
+        seconds = health.get("timeout") or HEALTH_SPEC["timeout"]["default"]
+        line = health_line(health["command"], seconds)
         for attempt in range(attempts):
+            bound, self._command_timeout = self._command_timeout, seconds + HEALTH_KILL_AFTER + HEALTH_MARGIN
             try:
-                res = self._low_level_execute_command(health["command"], sudoable=True)
+                res = self._low_level_execute_command(line, sudoable=True)
+            except _bound.CommandTimeout as exc:
+                # The host did not answer in time: the connection was cut.
+                res = {"rc": TIMED_OUT[0], "cut": to_text(exc)}
             except AnsibleConnectionFailure as exc:
                 res = {"rc": None, "stderr": to_text(exc)}
+            finally:
+                self._command_timeout = bound
             if res.get("rc") == 0:
                 return
+            if res.get("rc") in TIMED_OUT:
+                raise Stop(STEP_HEALTH, {"msg": "the health command %s did not finish within %s s%s" % (
+                    _reboot.quote_output(health["command"]), _bound.seconds_text(seconds),
+                    " (%s: the host stopped answering)" % res["cut"] if res.get("cut") else ""),
+                    "rc": res.get("rc"), "timed_out": True})
             if attempt + 1 < attempts:
                 self._sleep(health["delay"])
         raise Stop(STEP_HEALTH, {"msg": "the health command %s failed %d time(s), last: %s" % (
@@ -277,6 +320,13 @@ class ActionModule(ActionBase):
         if problem:
             return "reboot." + problem
         health = args["health"] or {}
+        if args["command_timeout"] < 1:
+            return "command_timeout must be at least 1 second, got %s." % args["command_timeout"]
+        if health.get("timeout") is not None and health["timeout"] < 1:
+            return "health.timeout must be at least 1 second, got %s." % health["timeout"]
+        fleetlock = args["fleetlock"] or {}
+        if fleetlock.get("request_timeout") is not None and fleetlock["request_timeout"] < 1:
+            return "fleetlock.request_timeout must be at least 1 second, got %s." % fleetlock["request_timeout"]
         if health.get("retries") is not None and health["retries"] < 0:
             return "health.retries must be 0 or more, got %s." % health["retries"]
         if health.get("delay") is not None and health["delay"] < 0:
@@ -295,7 +345,7 @@ class ActionModule(ActionBase):
             "hooks": args["hooks"] or _params.defaults(HOOKS_SPEC),
             "rollback": args["rollback"], "lease": args["lease"] or {}, "lease_release": args["lease_release"],
             "fleetlock": args["fleetlock"] or _params.defaults(FLEETLOCK_SPEC),
-            "controller": self._controller(), "book": args["book"],
+            "controller": self._controller(), "book": args["book"], "command_timeout": args["command_timeout"],
         }
         granted, reason = self._take_slot(args, config)
         if not granted:
@@ -506,6 +556,10 @@ class ActionModule(ActionBase):
         except FleetosError as exc:
             raise Stop(step, {"msg": "Reading the deployments of %s %s failed: %s" % (host, when, one_line(exc.msg, "no message"))},
                        reboot=reboot)
+        except AnsibleConnectionFailure as exc:
+            # A connection cut after the command bound, or one that failed: the host did not answer.
+            raise Stop(step, {"msg": "Reading the deployments of %s %s failed: %s" % (
+                host, when, one_line(to_text(exc), "no answer"))}, reboot=reboot)
 
     def _release(self, path, host, config):
         """The host is done: free its slot (unless its record keeps it) and its FleetLock slot, and record it
@@ -617,6 +671,12 @@ class ActionModule(ActionBase):
             return {"rolled_back": False, "command": command, "msg": stop.result["msg"]}
         self._record(path, host, "rolled_back", status)
         return {"rolled_back": True, "command": command}
+
+
+def health_line(command, seconds):
+    """The health command's line on the host: the user's shell line under coreutils timeout, which ends it (and
+    what it started) after ``seconds``, and KILLs it HEALTH_KILL_AFTER seconds later if it is still there."""
+    return "timeout -k %d %d sh -c %s" % (HEALTH_KILL_AFTER, seconds, quote(command))
 
 
 def sentence_of(step, result):

@@ -33,6 +33,7 @@ STAGE_ARGS = dict(
     phase=dict(type="str", default="all", choices=["all", "start", "finish"]),
     job=dict(type="str"),
     timeout=dict(type="int", default=3600),
+    job_timeout=dict(type="int", default=0),
     poll_interval=dict(type="float", default=2.0),
 )
 STAGE_REQUIRED_IF = [("transport", "remote", ["ostree_remote"])]
@@ -82,12 +83,15 @@ class Backend:
         long command and starts it as a job on the host (``_job``); finish with the start's ``job`` waits for
         it and concludes as all does (without a job, it is all)."""
         _job.check_timing(params["timeout"], params["poll_interval"])
+        if params["job_timeout"] < 0:
+            raise InvalidInputError("job_timeout %d is negative: expected 0 (no bound) or more seconds."
+                                    % params["job_timeout"])
         options = self.options(params)
         if params["phase"] == "finish" and params["job"]:
             result = _job.finish(host, params["job"], lambda before: self.step.resume(host, options, before),
                                  params["timeout"], params["poll_interval"])
         elif params["phase"] == "start":
-            result = _job.start(host, *self.steps.prepare(host, options, check_mode))
+            result = _job.start(host, *self.steps.prepare(host, options, check_mode), bound=params["job_timeout"])
         else:
             result = self.stage_here(host, options, check_mode)
         return _staged(result, self.waiting(result))

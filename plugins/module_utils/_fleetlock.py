@@ -16,23 +16,23 @@ import json
 
 from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host, error_line
 
-# Seconds one request may take; a slow or silent server is an answer like any refusal.
+# Seconds one request may take by default; a slow or silent server is an answer like any refusal.
 TIMEOUT = 30
 
 
-def request_argv(url, op):
-    """The curl command that POSTs the body on its stdin to ``<url>/v1/<op>``: the answer's body, then a
-    line with the HTTP status."""
-    return ["curl", "--silent", "--show-error", "--max-time", str(TIMEOUT), "--request", "POST",
+def request_argv(url, op, timeout=TIMEOUT):
+    """The curl command that POSTs the body on its stdin to ``<url>/v1/<op>`` and gives up after ``timeout``
+    seconds: the answer's body, then a line with the HTTP status."""
+    return ["curl", "--silent", "--show-error", "--max-time", str(timeout), "--request", "POST",
             "--header", "fleet-lock-protocol: true", "--header", "Content-Type: application/json",
             "--data-binary", "@-", "--write-out", "\n%{http_code}", "--", "%s/v1/%s" % (url.rstrip("/"), op)]
 
 
-def post(host, url, op, ident, group):
-    """POST ``op`` (``pre-reboot`` or ``steady-state``) for the client ``ident`` in ``group``;
-    -> (granted, answer): the HTTP status and the error kind the server gave, or why there was none."""
+def post(host, url, op, ident, group, timeout=TIMEOUT):
+    """POST ``op`` (``pre-reboot`` or ``steady-state``) for the client ``ident`` in ``group``, within ``timeout``
+    seconds; -> (granted, answer): the HTTP status and the error kind the server gave, or why there was none."""
     body = json.dumps({"client_params": {"id": ident, "group": group}}, sort_keys=True)
-    rc, out, err = as_host(host).run(request_argv(url, op), data=body)
+    rc, out, err = as_host(host).run(request_argv(url, op, timeout), data=body)
     if rc != 0:
         return False, "no answer (%s)" % error_line(err, rc)
     text, _sep, status = out.rpartition("\n")

@@ -52,14 +52,18 @@ JOB_TEMPLATE = "/run/fleetos/stage.XXXXXXXXXX"
 SYSTEMD_DIR = "/run/systemd/system"
 # How much of a job's output comes back (its end: the error is last).
 OUTPUT_LIMIT = 65536
+# Seconds coreutils timeout gives a command past the job's bound between its TERM and a KILL.
+KILL_AFTER = 10
 
 # $1 the job's directory; $2 the auth file to put in place ('' for none), $3 where the tool reads it, $4 where
 # what was there is kept meanwhile; $5 what the tool prints when another process holds it ('' never to retry),
-# $6 how many times to retry then, $7 the seconds between two runs; the rest is the command. Its output goes to
-# output; then the exit status, the step that gave it (place or run) and the number of runs go to rc.
+# $6 how many times to retry then, $7 the seconds between two runs; $8 the seconds the command may run, its
+# retries included, from the job's start (0: no bound); the rest is the command. Its output goes to output; then
+# the exit status, the step that gave it (place, run, or timeout: coreutils timeout ended the command past the
+# bound, TERM then KILL KILL_AFTER seconds later) and the number of runs go to rc.
 JOB_SCRIPT = r"""
-job=$1 src=$2 dst=$3 keep=$4 busy=$5 retries=$6 delay=$7
-shift 7
+job=$1 src=$2 dst=$3 keep=$4 busy=$5 retries=$6 delay=$7 bound=$8
+shift 8
 umask 077
 export %(environ)s
 place() (%(place)s)
@@ -83,10 +87,19 @@ if [ -n "$src" ]; then
     *) end "$st" place ;;
   esac
 fi
+started=$(date +%%s)
 while :; do
   attempt=$((attempt + 1))
-  "$@" > "$job/output" 2>&1
-  st=$?
+  if [ "$bound" -gt 0 ]; then
+    left=$((started + bound - $(date +%%s)))
+    [ "$left" -gt 0 ] || end 124 timeout
+    timeout -k %(kill_after)d "$left" "$@" > "$job/output" 2>&1
+    st=$?
+    case $st in 124|137) end "$st" timeout ;; esac
+  else
+    "$@" > "$job/output" 2>&1
+    st=$?
+  fi
   [ "$st" -ne 0 ] && [ -n "$busy" ] && [ "$attempt" -le "$retries" ] || break
   case $(cat -- "$job/output") in
     *"$busy"*) sleep "$delay" ;;
@@ -95,7 +108,7 @@ while :; do
 done
 end "$st" run
 """ % dict(environ=" ".join("%s=%s" % (key, quote(value)) for key, value in sorted(ENVIRON.items())),
-           place=PLACE_SCRIPT, restore=RESTORE_SCRIPT)
+           place=PLACE_SCRIPT, restore=RESTORE_SCRIPT, kill_after=KILL_AFTER)
 
 # $1 mktemp's template of the job's directory, $2 systemd's runtime directory, $3 the job script; the rest its
 # arguments after the job's directory. The job's record on stdin. Prints the job's directory once it runs. Under
@@ -233,11 +246,13 @@ def check_timing(timeout, poll_interval):
                                 % poll_interval)
 
 
-def start(host, result, step):
+def start(host, result, step, bound=0):
     """Start ``step``'s long command as a job on ``host``; -> the task's result with the job's id (``job``).
 
     With no step (``prepare`` found nothing to do, or check mode), ``result`` is the result already, with
-    ``job`` null.
+    ``job`` null. With a ``bound`` (seconds, 0: none), the job ends its command on the host that long after it
+    started (coreutils ``timeout``), whether or not a task waits for it: a stage that stalls (a registry that
+    stops answering) neither runs on nor holds the host's tool.
     """
     if step is None:
         return dict(result, job=None, started=False)
@@ -247,8 +262,9 @@ def start(host, result, step):
     keep = auth_target + KEEP_SUFFIX if auth_file else ""
     busy = step.BUSY or ""
     argv = ["sh", "-c", LAUNCH_SCRIPT, "sh", JOB_TEMPLATE, SYSTEMD_DIR, JOB_SCRIPT, auth_file, auth_target, keep,
-            busy, str(step.retries if busy else 0), str(step.retry_delay)] + list(step.argv)
-    rc, out, err = host.run(argv, data=json.dumps(step.record, sort_keys=True) + "\n")
+            busy, str(step.retries if busy else 0), str(step.retry_delay), str(int(bound or 0))] + list(step.argv)
+    record = dict(step.record, timeout=int(bound)) if bound else step.record
+    rc, out, err = host.run(argv, data=json.dumps(record, sort_keys=True) + "\n")
     job = out.strip().splitlines()[-1] if rc == 0 and out.strip() else None
     if job is None or not _is_job(job):
         raise CommandError("Failed to start the %s job on the host: %s." % (step.TOOL, error_line(err, rc)),
@@ -260,12 +276,20 @@ def finish(host, job, resume, timeout, poll_interval, sleep=None, clock=None):
     """The result of the job ``job`` on ``host`` once it has ended, as the synchronous step gives it.
 
     Polls the job every ``poll_interval`` seconds (one read each) until it has ended or ``timeout`` seconds
-    have passed (CommandError; the job keeps running). ``resume(before)`` gives the step back, as the task's
+    have passed (CommandError; the job keeps running). A job that ended its command past its own bound
+    (:func:`start`'s ``bound``) fails with CommandError, the step not resumed. ``resume(before)`` gives the step back, as the task's
     options name it, with the deployment the job's record says was there before; a job whose record names
     another target is refused and left as it is. The job's directory is removed once read.
     """
     check_job(job)
     ended = wait(host, job, timeout, poll_interval, sleep or time.sleep, clock or time.monotonic)
+    if ended.step == "timeout":
+        # Nothing to conclude, and nothing more to ask of the registry (resuming the step resolves the image):
+        # it may be what stalled.
+        remove(host, job)
+        raise CommandError("The stage did not finish within %s s: the job ended its command on the host (%s)."
+                           % (ended.record.get("timeout"), error_line(ended.output, ended.rc)),
+                           rc=ended.rc, stdout=ended.output, before=ended.record.get("before"), timed_out=True, job=job)
     step = resume(ended.record.get("before"))
     if ended.record.get("target") != step.target:
         raise InvalidInputError("The stage job %s stages '%s', not '%s': finish a job with the options it was "

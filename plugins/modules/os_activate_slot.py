@@ -150,6 +150,17 @@ options:
         wait for it give up after this long.
     type: int
     default: 3600
+  command_timeout:
+    description:
+      - Seconds each command of the activation on the host (a read, a lease write, the reboot command, a FleetLock
+        request) may take over the connection before the connection is cut, on the controller's side; the host
+        then counts as not answering. A host that hangs without going down (its link or its sshd stops in the
+        middle of a command) fails its step instead of holding its pool's slot and the run. Needs a connection
+        that runs a process on the controller (ssh, local). The health command has its own bound,
+        O(health.timeout).
+      - Kept in the book by O(op=acquire) for the O(op=continue) and O(op=fail) that follow.
+    type: int
+    default: 300
   poll_interval:
     description:
       - O(op=acquire), seconds between two looks at the book while waiting.
@@ -214,6 +225,15 @@ options:
         description: Seconds between two tries.
         type: float
         default: 5
+      timeout:
+        description:
+          - Seconds one try may take. The command runs under coreutils C(timeout) on the host (TERM, then KILL 5 s
+            later), so that a hung check ends there too; the controller cuts the connection 10 s after the bound.
+          - A try that did not finish is not tried again - the host fails with
+            C(the health command '...' did not finish within N s) and is rolled back (O(rollback)), as a failed
+            check is.
+        type: int
+        default: 300
   hooks:
     description:
       - O(op=acquire), which task files of the user run between the steps - V(pre) before the reboot, V(health)
@@ -255,6 +275,12 @@ options:
         description: Seconds between two FleetLock requests.
         type: float
         default: 5
+      request_timeout:
+        description:
+          - Seconds one FleetLock request may take (C(curl --max-time) on the host); a server that does not answer
+            in time refused, and the request is made again after C(retry_delay) until C(timeout).
+        type: int
+        default: 30
   task:
     description:
       - O(op=fail), the name of the task that failed.

@@ -112,6 +112,13 @@ options:
         later task with O(phase=finish) and the same O(job) collects it. V(0) reads the job once.
     type: int
     default: 3600
+  job_timeout:
+    description:
+      - O(phase=start), seconds the job may run on the host from its start, retries included. Past it coreutils
+        C(timeout) on the host ends the long command (TERM, then KILL 10 s later), and the task with O(phase=finish)
+        fails with C(The stage did not finish within N s). V(0), no bound - the job runs until the command ends.
+    type: int
+    default: 0
   poll_interval:
     description:
       - O(phase=finish), seconds between two reads of the job (one short command on the host each); more than V(0).

@@ -15,7 +15,7 @@ import pytest
 from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _slots
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 T = "sha256:" + "b" * 64
@@ -40,6 +40,9 @@ class World:
         # What rpm-ostree status --json and bootc status print on the host (documents), or a result dict with rc.
         self.rpm_ostree = None
         self.bootc = None
+        # The health command lines the host ran; the controller's bound when the connection is cut.
+        self.health_lines = []
+        self.bound = None
 
     def sleep(self, seconds):
         self.sleeps.append(seconds)
@@ -126,6 +129,8 @@ BOOT = "cat /run/lab-boot-id"
 FINALIZE = "rpm-ostree finalize-deployment --allow-unlocked " + CHECKSUM
 ROLLBACK = "rpm-ostree rollback --reboot"
 HEALTH = "lab-health"
+# The health command as the host runs it: under coreutils timeout, with the default bound.
+HEALTH_LINE = "timeout -k 5 300 sh -c lab-health"
 REBOOT = {"boot_time_command": BOOT, "reboot_timeout": 30, "poll_interval": 0.5}
 LEASE = {"rollout": "r1", "owner": "ctl:1", "started_at": 999.0, "ttl": 600}
 PRE = {"pre": True}
@@ -137,8 +142,11 @@ class Host:
     command passes after ``sick`` failures; FleetLock answers from the world."""
 
     def __init__(self, world, booted=T, down=2, comes_back=True, reboot_rc=0, staged=T, rollback_comes_back=True,
-                 sick=0):
+                 sick=0, hang=None):
         self.world = world
+        # The health command hangs: "host" (coreutils timeout ends it: rc 124), "connection" (the host stops
+        # answering in its middle, and after it: the connection is cut on the controller).
+        self.hang = hang
         self.on = {"booted": OLD, "staged": staged, "rollback": None}
         self.after_finalize = booted
         self.down = down
@@ -162,6 +170,13 @@ class Host:
             return World.command(self.world, cmd, sudoable, **kwargs)
         cmd = plain(cmd) if cmd.startswith("LC_ALL=C ") else cmd
         self.commands.append(cmd)
+        if self.hang == "connection" and any(HEALTH in c for c in self.commands):
+            raise _bound.CommandTimeout(self.world.bound)
+        if cmd.startswith("timeout -k 5 ") and cmd.endswith(" sh -c " + HEALTH):
+            self.world.health_lines.append(cmd)
+            if self.hang == "host":
+                return {"rc": 124, "stdout": "", "stderr": ""}
+            cmd = HEALTH
         if cmd.startswith("rpm-ostree finalize-deployment --allow-unlocked ") or cmd == "bootc upgrade --from-downloaded --apply":
             if self.reboot_rc:
                 return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: no staged deployment"}
@@ -620,7 +635,7 @@ def test_a_health_command_is_tried_again_then_rolls_the_host_back():
     result = acquire(world, book=book, health={"command": HEALTH, "retries": 3, "delay": 2})
     assert result["failed"] and result["msg"].startswith(
         "Run the health command: the health command 'lab-health' failed 3 time(s), last: 'degraded'")
-    assert host.commands.count(HEALTH) == 3 and world.sleeps.count(2) == 2
+    assert host.commands.count(HEALTH_LINE) == 3 and world.sleeps.count(2) == 2
     assert result["ansible_facts"]["os_activate_result"]["rolled_back"]
     # Healthy on the second try: activated.
     world = World()
@@ -676,7 +691,7 @@ def test_the_activation_stops_before_each_hook_and_continues_after_it():
     assert steps[-1]["ansible_facts"]["os_activate_next"] == "pre" and host.commands == []
     steps.append(run(world, "n1", op="continue", book=book))
     # Rebooted, verified on the target, the health command passed; the health tasks come next.
-    assert steps[-1]["ansible_facts"]["os_activate_next"] == "health" and host.commands[-1] == HEALTH
+    assert steps[-1]["ansible_facts"]["os_activate_next"] == "health" and host.commands[-1] == HEALTH_LINE
     assert steps[-1]["ansible_facts"]["os_activate_result"]["verified_at"] is None
     steps.append(run(world, "n1", op="continue", book=book))
     record = steps[-1]["ansible_facts"]["os_activate_result"]
@@ -730,3 +745,102 @@ def test_a_closed_window_refuses_the_slot_before_fleetlock_is_asked():
     assert world.calls == [] and host.commands == []
     closed = run(world, op="close", book=result["book"])["ansible_facts"]["os_activate_summary"]["windows_closed"]
     assert closed["a"]["hosts"] == ["n1"] and closed["a"]["next_open"] == "1970-01-05T02:00:00+00:00"
+
+
+def test_a_health_command_that_does_not_finish_is_not_retried_and_rolls_the_host_back():
+    world = World()
+    book = open_book(world)
+    host = Host(world, down=0, hang="host")
+    result = acquire(world, book=book, health={"command": HEALTH, "retries": 3, "delay": 2, "timeout": 30})
+    # Bounded on the host: coreutils timeout ends it (and what it started) after 30 s, KILL 5 s later.
+    assert world.health_lines == ["timeout -k 5 30 sh -c lab-health"]
+    assert result["failed"]
+    assert result["msg"] == "Run the health command: the health command 'lab-health' did not finish within 30 s."
+    record = result["ansible_facts"]["os_activate_result"]
+    # The same path as a failed check: rolled back through the reboot path, the slot freed, a failure.
+    assert record["rolled_back"] and not record["holds_slot"] and record["status"] == "failed"
+    assert host.commands.count(ROLLBACK) == 1 and world.sleeps.count(2) == 0
+    with _slots.locked_book(book) as state:
+        # It counts toward max_failures.
+        assert _slots.summary(state)["failed"] == ["n1"]
+
+
+def test_a_host_that_stops_answering_in_its_health_command_keeps_its_slot():
+    world = World()
+    world.bound = 40
+    book = open_book(world)
+    host = Host(world, down=0, hang="connection")
+    result = acquire(world, book=book, health={"command": HEALTH, "timeout": 30})
+    assert result["failed"]
+    assert result["msg"] == ("Run the health command: the health command 'lab-health' did not finish within 30 s "
+                             "(the host command did not finish within 40 s: the host stopped answering).")
+    record = result["ansible_facts"]["os_activate_result"]
+    # The rollback's read is cut too: the host's state is unknown, so it keeps its slot, as a host that did not
+    # come back does.
+    assert not record["rolled_back"] and record["holds_slot"] and record["status"] == "failed"
+    assert "the rollback failed too" in record["reason"] and "did not finish within 40 s" in record["reason"]
+    assert ROLLBACK not in host.commands
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"command_timeout": 0}, "command_timeout must be at least 1 second, got 0."),
+    ({"health": {"command": HEALTH, "timeout": 0}}, "health.timeout must be at least 1 second, got 0."),
+    ({"fleetlock": {"url": URL, "request_timeout": 0}}, "fleetlock.request_timeout must be at least 1 second, got 0."),
+])
+def test_bad_bounds_are_refused_before_the_slot(options, message):
+    world = World()
+    book = open_book(world)
+    result = acquire(world, book=book, **options)
+    assert result == dict(result, failed=True, msg=message)
+    with _slots.locked_book(book) as state:
+        assert state["records"] == {} and state["grants"] == []
+
+
+def test_every_command_of_the_activation_is_bounded_by_command_timeout(monkeypatch):
+    """The action's own _low_level_execute_command (not the tests' fake) runs each command under the bound that
+    op acquire kept in the book, also in the op continue that follows a hook."""
+    seen = []
+
+    def bounded(call, seconds, connection, **kwargs):
+        seen.append(seconds)
+        return call()
+
+    monkeypatch.setattr(_bound, "bounded", bounded)
+    world = World()
+    book = open_book(world)
+    host = Host(world, down=0)
+    action = new_action(os_activate_slot, {})
+    monkeypatch.setattr(os_activate_slot.ActionBase, "_low_level_execute_command",
+                        lambda self, cmd, *a, **k: host.command(cmd, *a, **k))
+    for options in (dict(op="acquire", book=book, target_digest=T, old_digest=OLD, staged_checksum=CHECKSUM,
+                         reboot=REBOOT, hooks={"health": True}, command_timeout=12),
+                    dict(op="continue", book=book)):
+        action = new_action(os_activate_slot, options)
+        action._clock = lambda: world.now
+        action._sleep = world.sleep
+        result = action.run(task_vars={"inventory_hostname": "n1"})
+        assert not result.get("failed"), result
+    assert result["ansible_facts"]["os_activate_result"]["status"] == "activated"
+    # The reboot's boot id reads and the status read, then nothing on the host in op continue but the bound kept.
+    assert seen and set(seen) == {12}, seen
+    assert action._command_timeout == 12
+
+
+def test_fleetlock_requests_are_bounded_by_request_timeout():
+    world = World()
+    book = open_book(world)
+    Host(world, down=0)
+    lines = []
+    inner = world.command
+
+    def command(cmd, sudoable=True, **kwargs):
+        lines.append(plain(cmd))
+        return inner(cmd, sudoable, **kwargs)
+
+    world.command = command
+    result = acquire(world, book=book, fleetlock={"url": URL, "request_timeout": 7})
+    assert not result.get("failed"), result
+    curls = [line for line in lines if line.startswith("curl ")]
+    # pre-reboot, then steady-state: each with curl's own bound.
+    assert [line.split()[-1] for line in curls] == [URL + "v1/pre-reboot", URL + "v1/steady-state"]
+    assert all(" --max-time 7 " in line for line in curls), curls

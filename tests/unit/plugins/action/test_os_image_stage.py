@@ -114,10 +114,10 @@ def _argvs(state):
     return [call[0] for call in state["calls"]]
 
 
-def _launch_argv(command, auth_file="", auth_target="", busy="", retries="0", delay="5"):
+def _launch_argv(command, auth_file="", auth_target="", busy="", retries="0", delay="5", bound="0"):
     keep = auth_target + ".fleetos-kept" if auth_target else ""
     return (["sh", "-c", _job.LAUNCH_SCRIPT, "sh", _job.JOB_TEMPLATE, _job.SYSTEMD_DIR, _job.JOB_SCRIPT, auth_file,
-             auth_target, keep, busy, retries, delay] + command)
+             auth_target, keep, busy, retries, delay, bound] + command)
 
 
 def _ended(rc, record, output="", attempts=1):
@@ -157,6 +157,19 @@ def test_start_runs_what_comes_before_the_rebase_and_starts_it_as_a_job(host):
         "changed": True, "job": JOB, "started": True, "staged": False, "staged_checksum": None, "before": RPM_BEFORE,
         "reference": rpm.ref(rpm.NEW), "digest": rpm.NEW, "backend": "rpm-ostree"}
     assert "after" not in result and "reboot_required" not in result
+
+
+def test_a_start_with_a_job_timeout_gives_the_job_its_bound(host):
+    """job_timeout: the job's script gets the bound (it runs the command under coreutils timeout), and the job's
+    record keeps it for the finish's sentence."""
+    host["results"] = [bootc.status(bootc.BOOTED_OLD), (4, "", ""), (0, JOB + "\n", "")]
+    run_action(os_image_stage, dict(image=BOOTC_IMAGE, backend="bootc", phase="start", job_timeout=900))
+    command = ["bootc", "switch", "--quiet", "--transport", "registry", "--download-only", "--", BOOTC_IMAGE]
+    assert _argvs(host)[2] == _launch_argv(command, bound="900")
+    assert json.loads(host["calls"][2][1]["data"]) == dict(BOOTC_RECORD, timeout=900)
+    result = run_action(os_image_stage, dict(image=BOOTC_IMAGE, backend="bootc", phase="start", job_timeout=-1),
+                        failed=True)
+    assert result["msg"] == "job_timeout -1 is negative: expected 0 (no bound) or more seconds."
 
 
 def test_a_bootc_start_checks_the_sysroot_lock_then_starts_the_switch(host):

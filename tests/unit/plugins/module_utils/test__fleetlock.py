@@ -80,3 +80,13 @@ def test_no_server_is_no_answer_with_the_cause():
     granted, answer = _fleetlock.post(LocalHost(), "http://127.0.0.1:%d" % port, "pre-reboot", "n1", "default")
     assert granted is False
     assert answer.startswith("no answer (curl: (7)")
+
+
+def test_a_request_is_bounded_by_its_timeout(server):
+    url = "http://127.0.0.1:%d/" % server.server_port
+    host = LocalHost()
+    assert _fleetlock.post(host, url, "pre-reboot", "node01", "workers", timeout=7) == (True, 200)
+    argv = host.argvs[0]
+    assert argv[argv.index("--max-time") + 1] == "7"
+    assert _fleetlock.request_argv(url, "steady-state")[_fleetlock.request_argv(url, "x").index("--max-time") + 1] \
+        == str(_fleetlock.TIMEOUT) == "30"

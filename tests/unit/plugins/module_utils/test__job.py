@@ -105,10 +105,10 @@ class Fleet:
         options.setdefault("retry_delay", 0)
         return defaults(_rebase.ARGUMENT_SPEC, image="%s@%s" % (IMAGE, NEW), lock_finalization=True, **options)
 
-    def start(self, params):
+    def start(self, params, bound=0):
         result, step = _rebase.prepare(self.host, params, False)
         assert step is not None, result
-        return _job.start(self.host, result, step)
+        return _job.start(self.host, result, step, bound=bound)
 
     def finish(self, job, params, timeout=30):
         def resume(before):
@@ -255,6 +255,22 @@ def test_past_the_timeout_the_job_keeps_running_and_a_later_finish_collects_it(f
     fleet.go()
     assert fleet.finish(job, params)["after"]["checksum"] == "c1"
     assert not fleet.run_auth.exists()
+
+
+def test_a_job_past_its_bound_ends_its_command_on_the_host_and_the_finish_says_so(fleet):
+    """A stage that stalls (the fake rpm-ostree waits for a go that never comes): the job itself ends the command
+    after its bound, with no task waiting; the finish reads that, and the auth file is back."""
+    params = fleet.params()
+    began = time.time()
+    job = fleet.start(params, bound=1)["job"]
+    fleet.wait_for("auth-seen")
+    with pytest.raises(CommandError) as caught:
+        fleet.finish(job, params, timeout=30)
+    assert caught.value.msg.startswith("The stage did not finish within 1 s: the job ended its command on the host (")
+    assert caught.value.details["rc"] == 124 and caught.value.details["timed_out"] is True
+    assert caught.value.details["job"] == job
+    assert time.time() - began < 25
+    assert not fleet.run_auth.exists() and _listing(fleet.jobs) == []
 
 
 def test_a_stopped_job_puts_the_auth_file_back_and_says_so(fleet):
