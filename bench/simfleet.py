@@ -77,8 +77,20 @@ sys.path.insert(0, str(SIMHOST / "bin"))
 import _simregistry  # noqa: E402  (the images the hosts read)
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
 class SimError(Exception):
     pass
+
+
+def cgroup_dir(state):
+    """The fleet's cpuacct cgroup (v1): the supervisor and every host process, so that their CPU is counted
+    exactly, processes that ended included (None where the machine has no writable cpuacct hierarchy)."""
+    import hashlib
+    if not (CPUACCT / "cpuacct.usage").exists():
+        return None
+    return CPUACCT / ("simfleet-" + hashlib.sha256(str(state).encode()).hexdigest()[:12])
 
 
 def log(message):
@@ -388,7 +400,35 @@ class Supervisor:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server
 
+    def join_cgroup(self):
+        group = cgroup_dir(self.fleet.state)
+        if group is None:
+            return None
+        try:
+            group.mkdir(exist_ok=True)
+            (group / "cgroup.procs").write_text("%d\n" % os.getpid())
+        except OSError:
+            return None
+        return group
+
+    @staticmethod
+    def leave_cgroup(group):
+        if group is None:
+            return
+        try:
+            (CPUACCT / "cgroup.procs").write_text("%d\n" % os.getpid())
+            group.rmdir()
+        except OSError as exc:
+            log("could not remove the cgroup %s: %s" % (group, exc))
+
     def run(self):
+        group = self.join_cgroup()
+        try:
+            return self._run()
+        finally:
+            self.leave_cgroup(group)
+
+    def _run(self):
         signal.signal(signal.SIGTERM, lambda *a: setattr(self, "stopping", True))
         signal.signal(signal.SIGINT, lambda *a: setattr(self, "stopping", True))
         fifo = os.open(self.fleet.state / "ctl" / "reboot.fifo", os.O_RDWR | os.O_NONBLOCK)
@@ -529,12 +569,19 @@ def leftovers(fleet):
             out.append("process %s: %s" % (entry.name, cmdline[:120]))
     with open("/proc/self/mountinfo") as handle:
         out += ["mount %s" % line.split()[4] for line in handle if line.split()[4].startswith(state + "/")]
+    group = cgroup_dir(fleet.state)
+    if group is not None and group.exists():
+        out.append("cgroup %s" % group)
     return out
 
 
 def hosts_cpu(fleet):
-    """User+sys CPU seconds the hosts used so far: those reaped by the supervisor (reboots) plus every live
-    process of each host's namespace (its own times and its reaped children's), read from /proc."""
+    """User+sys CPU seconds the hosts (and the supervisor) used so far: the fleet's cpuacct cgroup where there is
+    one; else those the supervisor reaped (reboots) plus every live process of each host (its own times and its
+    reaped children's), read from /proc (approximate: processes a host's reboot ends may be missed)."""
+    group = cgroup_dir(fleet.state)
+    if group is not None and (group / "cpuacct.usage").exists():
+        return int((group / "cpuacct.usage").read_text()) / 1e9
     data = json.loads((fleet.state / "cpu.json").read_text())
     roots = set(data["hosts"].values())
     tick = os.sysconf("SC_CLK_TCK")
@@ -592,7 +639,6 @@ def write_inventory(fleet, path, pools_budget="10%", extra_vars=None, forks_note
         "ansible_ssh_private_key_file": str(fleet.key),
         "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o ServerAliveInterval=5 "
                                    "-o ServerAliveCountMax=3" % fleet.known_hosts,
-        "ansible_ssh_extra_args": "-o ControlMaster=auto -o ControlPersist=600s",
         "ansible_pipelining": True,
         "ansible_control_path_dir": str(fleet.control_path_dir),
         "fleetos_lab_sim_image_name": IMAGE_NAME,
