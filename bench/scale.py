@@ -51,6 +51,7 @@ import simfleet  # noqa: E402
 from _floor import parse_spread, pooled_floor  # noqa: E402
 from _lab import (  # noqa: E402
     REPO, RESULTS, ROLLBACK, ROLLOUT, RSS_INTERVAL, VENV_BIN, BenchError, _reap_adopted, log, run_playbook)
+from rollout import max_concurrent as max_down, reboot_spans  # noqa: E402  (the journal's spans, as rollout.py reads them)
 
 PLAN = REPO / "playbooks" / "plan.yml"
 STATUS = REPO / "playbooks" / "status.yml"
@@ -65,27 +66,6 @@ def budget_of(value, size):
     if text.endswith("%"):
         return max(1, int(math.floor(round(float(text[:-1]) * size / 100.0, 9))))
     return max(1, int(text))
-
-
-def reboot_spans(events):
-    """(node, reboot ts, boot ts) of each reboot in the journal's events."""
-    pending, out = {}, []
-    for event in events:
-        if event["event"] == "reboot":
-            pending[event["node"]] = float(event["ts"])
-        elif event["event"] == "boot" and event["node"] in pending:
-            out.append((event["node"], pending.pop(event["node"]), float(event["ts"])))
-    return out
-
-
-def max_down(spans):
-    """The most spans open at once (a boot at the same instant as a reboot closes first)."""
-    points = sorted([(s, 1) for _, s, _ in spans] + [(e, -1) for _, _, e in spans])
-    now = best = 0
-    for _, step in points:
-        now += step
-        best = max(best, now)
-    return best
 
 
 def over_budget(spans, pools, budgets):
