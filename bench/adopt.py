@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Cloud-image adoption against the naive way, on lab nodes booted from a disk image.
 
-N nodes of the bench's own (``fleetlab claim bench-adopt --disk-image``), booted from
+N nodes of the bench's own (``fleetlab claim bench-adopt --disk-image ... --with-python``: the naive
+playbook's command and reboot modules need Python on the hosts, adopt.yml does not), booted from
 a disk image of fleetos/bench-adopt:1 (the lab base plus a --size-mb layer), so their
 booted commit is the image's commit and only their origin is plain:
 
@@ -105,8 +106,10 @@ def main():
         fleetlab("image", "build", IMAGE, "--from", "fleetos/lab-os:1.0", "--size-mb", args.size_mb)
         built = json.loads((REPO / ".lab" / "images" / "built.json").read_text())
     record = built[IMAGE]
+    # With Python: the naive comparison is hand-written with the command and reboot modules, which need it (as on
+    # RHEL image mode); adopt.yml runs no Python module on a host, with it or without (as bench/rollout.py claims).
     nodes = json.loads(fleetlab("claim", "bench-adopt", "--count", args.count, "--disk-image", IMAGE,
-                                "--json").stdout)
+                                "--with-python", "--json").stdout)
     registry = json.loads((REPO / ".lab" / "lab.json").read_text())["registry"]
     hosts, allvars = read_hosts(REPO / "inventories" / "lab" / "hosts.yml")
     work = RESULTS / ("adopt-%s" % datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
