@@ -310,6 +310,17 @@ def cmd_fault(args):
     return 0
 
 
+def cmd_login(args):
+    _require_root()
+    password = sys.stdin.readline().rstrip("\n") if args.mode == "password" else None
+    for name in args.nodes:
+        nodes.node_info(name)
+    for name in args.nodes:
+        nodes.set_login(name, args.mode, password)
+    print("fleetlab: core's sudo on %s: %s" % (", ".join(args.nodes), args.mode))
+    return 0
+
+
 def cmd_registry(args):
     _require_root()
     if args.action == "user":
@@ -452,6 +463,11 @@ def build_parser():
     fault.add_argument("fault", choices=list(nodes.FAULTS) + ["clear"])
     fault.add_argument("seconds", nargs="?")
     fault.set_defaults(func=cmd_fault)
+
+    login = sub.add_parser("login", help="how the admin user core may use sudo on nodes (a password: on stdin)")
+    login.add_argument("nodes", nargs="+", metavar="NODE")
+    login.add_argument("mode", choices=list(nodes.LOGIN_MODES))
+    login.set_defaults(func=cmd_login)
 
     reg = sub.add_parser("registry", help="stop or start the lab registry, or add a user (password on stdin)")
     reg.add_argument("action", choices=["stop", "start", "user"])

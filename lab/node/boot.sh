@@ -61,6 +61,8 @@ echo "$boot_id" > "$dep/run/lab-boot-id"
 echo "$NAME" > "$dep/run/lab/node-name"
 cp "$NODE_STATE"/ssh/host_key "$NODE_STATE"/ssh/authorized_keys "$NODE_STATE"/ssh/sshd_config "$dep/run/lab/"
 chmod 600 "$dep/run/lab/host_key"
+# sshd reads a user's authorized keys as that user: the admin user `core` logs in, root may not.
+chmod 644 "$dep/run/lab/authorized_keys"
 
 cd "$dep"
 pivot_root . tmp
