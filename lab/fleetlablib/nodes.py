@@ -173,8 +173,10 @@ def backend(name):
 
 
 def _no_bootc(layer):
-    """A whiteout of /usr/bin/bootc, laid over the lab's tools on nodes that bootc does not manage."""
+    """Whiteouts of /usr/bin/bootc and its fetch-and-apply timer, laid over the lab's tools on nodes that bootc
+    does not manage."""
     _whiteout(layer / "bin" / "bootc")
+    _whiteout(layer / "lib" / "systemd" / "system" / "bootc-fetch-apply-updates.timer")
 
 
 def has_python(name):
@@ -235,7 +237,7 @@ def _node_usr(name):
     interpreter Ansible could find unless the node was made with one."""
     layers = []
     if backend(name) != "bootc":
-        layers.append(_layer("no-bootc", _no_bootc))
+        layers.append(_layer("no-bootc-timer", _no_bootc))
     if not has_python(name):
         layers.append(_layer("no-python", _no_python))
     layers += [_layer("private-python", _private_python), NODE_OVERLAY]
@@ -347,6 +349,35 @@ def set_login(name, mode, password=None):
     if proc.returncode != 0:
         raise LabError("could not set the login of node %s: %s" % (name, proc.stderr.strip() or proc.returncode))
     journal("login", node=name, mode=mode)
+
+
+# The update agents a node can run (opt-in, `fleetlab agent`): the unit each is, as on a real host.
+AGENT_UNITS = {"zincati": "zincati.service", "bootc": "bootc-fetch-apply-updates.timer"}
+
+
+def set_agent(name, agent, on, delay=None, official=None, interval=None):
+    """Enable and start (``on``) or disable and stop an update agent on a running node, with the lab's settings
+    for it (the node's control/agents.json, /run/lab/control/agents.json on the node)."""
+    node_info(name)
+    if agent not in AGENT_UNITS:
+        raise LabError("unknown agent %r: choose one of %s" % (agent, ", ".join(sorted(AGENT_UNITS))))
+    path = node_dir(name) / "control" / "agents.json"
+    current = read_json(path, {})
+    entry = dict(current.get(agent) or {})
+    if delay is not None:
+        entry["delay"] = delay
+    if interval is not None:
+        entry["interval"] = interval
+    if agent == "zincati":
+        entry["official"] = official or entry.get("official") or "%s/fleetos/lab-official" % registry.address()
+    current[agent] = entry
+    write_json(path, current)
+    verb = ["enable", "--now"] if on else ["disable", "--now"]
+    proc = subprocess.run(exec_argv(name, ["systemctl"] + verb + [AGENT_UNITS[agent]]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise LabError("could not %s %s on node %s: %s" % (verb[0], AGENT_UNITS[agent], name, proc.stderr.strip()))
+    journal("agent", node=name, agent=agent, on=on, settings=entry)
 
 
 def create(name, index, record, disk_image=False, node_backend=None, with_python=False):

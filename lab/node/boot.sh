@@ -74,4 +74,7 @@ mkdir -p /var/roothome /var/tmp /var/mnt /var/lib
 chmod 0700 /var/roothome
 printf '{"boot_count": %s, "boot_id": "%s", "checksum": "%s", "event": "boot", "node": "%s", "ts": %s}\n' \
     "$BOOT_COUNT" "$boot_id" "$checksum" "$NAME" "$(date +%s.%3N)" >> /run/lab/journal.jsonl
+# The units enabled on the node (`fleetlab agent`: the Zincati stand-in, bootc's timer), as systemd
+# starts them at boot.
+/usr/bin/systemctl --lab-boot || true
 exec /usr/sbin/sshd -D -e -f /run/lab/sshd_config
