@@ -87,7 +87,7 @@ update_agents:
   returned: success and O(update_agents)
   type: dict
   sample:
-    zincati: {unit: zincati.service, enabled_state: enabled, active_state: active, on: true, would_update: true,
+    zincati: {unit: zincati.service, enabled_state: enabled, active_state: active, "on": true, would_update: true,
               reboots: true, updates_enabled: true, strategy: immediate, fleet_lock_url: null,
               fragments: [/usr/lib/zincati/config.d/10-auto-updates.toml],
               summary: "on, updates enabled: updates and reboots the host on its own (strategy immediate)"}

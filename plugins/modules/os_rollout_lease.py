@@ -105,7 +105,7 @@ options:
   update_agents:
     description:
       - With O(deployments), also read the host's update agents as M(fleetos.layering.os_info) does with its
-        O(fleetos.layering.os_info#module:update_agents), into RV(deployments.update_agents).
+        O(fleetos.layering.os_info#module:update_agents), into the key C(update_agents) of RV(deployments).
     type: bool
     default: false
   path:

@@ -89,6 +89,6 @@ update_agents:
   returned: success
   type: dict
   sample:
-    bootc: {unit: bootc-fetch-apply-updates.timer, enabled_state: not-found, active_state: inactive, on: false,
+    bootc: {unit: bootc-fetch-apply-updates.timer, enabled_state: not-found, active_state: inactive, "on": false,
             would_update: false, reboots: false, summary: not installed}
 """

@@ -130,8 +130,8 @@ def test_disable_turns_every_agent_off_the_documented_way(check_mode):
                     {"/usr/lib/zincati/config.d/10-auto-updates.toml": SHIPPED, agents.RPM_OSTREED_CONF: CONF})
     result = agents.disable(host, check_mode=check_mode)
     assert (result["changed"], result["disabled"]) == (True, ["zincati", "bootc", "rpm-ostree"])
-    assert [d["before_header"] for d in result["diff"]] == [agents.ZINCATI_DROP_IN, "bootc-fetch-apply-updates.timer",
-                                                           agents.RPM_OSTREED_CONF]
+    headers = [agents.ZINCATI_DROP_IN, "bootc-fetch-apply-updates.timer", agents.RPM_OSTREED_CONF]
+    assert [d["before_header"] for d in result["diff"]] == headers
     assert result["diff"][2]["after"] == CONF.decode().replace("=stage", "=none")
     if check_mode:
         assert host.ran == [] and agents.ZINCATI_DROP_IN not in host.files

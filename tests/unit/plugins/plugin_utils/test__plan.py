@@ -317,8 +317,8 @@ def test_after_a_verified_canary_a_tag_is_planned_on_the_canarys_digest_and_anot
                      status=status(ON_OTHER))["digest"] == INDEX
 
 
-ZINCATI_ON = {"zincati": {"would_update": True, "summary": "on, updates enabled: updates and reboots the host on its own "
-                                                         "(strategy immediate)"},
+ZINCATI_SUMMARY = "on, updates enabled: updates and reboots the host on its own (strategy immediate)"
+ZINCATI_ON = {"zincati": {"would_update": True, "summary": ZINCATI_SUMMARY},
               "bootc": {"would_update": False, "summary": "not installed"},
               "rpm-ostree": {"would_update": False, "summary": "not installed"}}
 NONE_ON = {"zincati": {"would_update": False, "summary": "on, updates disabled ([updates] enabled = false)"},
