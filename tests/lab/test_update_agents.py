@@ -21,6 +21,7 @@ from conftest import REPO, read_hosts
 from test_bootc_rollout import booted_digest, play
 
 ROLLOUT = REPO / "playbooks" / "rollout.yml"
+STATUS = REPO / "playbooks" / "status.yml"
 DELAY = 6
 DROP_IN = "/etc/zincati/config.d/90-fleetos-updates-disabled.toml"
 OFFICIAL = "fleetos/lab-official:testing"
@@ -30,8 +31,8 @@ def _reset(lab, nodes, bootc):
     """Agents off and their settings undone, every node on the base image: how a run finds them."""
     base = "%s@%s" % (lab.base_record["reference"], lab.base_digest)
     for node in nodes:
-        lab.exec(node, "rm -f %s; systemctl unmask bootc-fetch-apply-updates.timer; systemctl try-restart zincati.service"
-                 % DROP_IN)
+        lab.exec(node, "rm -f %s; systemctl unmask bootc-fetch-apply-updates.timer; "
+                       "systemctl try-restart zincati.service" % DROP_IN)
         if booted_digest(lab, {"bootc": bootc}, node) == lab.base_digest:
             continue
         before = lab.boot_id(node)
@@ -71,6 +72,14 @@ def agents(lab, tmp_path_factory):
 
 def test_agents_that_would_undo_the_rollout_are_refused_then_disabled(lab, agents, tmp_path):
     nodes, image = agents["nodes"], agents["image"]
+    status = play(lab, agents, tmp_path, STATUS, report="status")
+    shown = {line.split(": ", 1)[0].split()[-1]: line.split(": ", 1)[1]
+             for line in status.stdout.splitlines() if line.strip().strip('",').startswith("UPDATE AGENTS on ")}
+    assert sorted(shown) == sorted(nodes), status.stdout[-3000:]
+    for node in agents["zincati"]:
+        assert shown[node].startswith("zincati: on, updates enabled: updates and reboots the host on its own (strategy "
+                                      "immediate)"), shown[node]
+    assert "bootc: on: bootc upgrade --apply updates and reboots the host on its own" in shown[agents["bootc"][0]]
     refused = play(lab, agents, tmp_path, ROLLOUT, "-e", "fleetos_rollout_image=%s" % image, report="refused",
                    check=False)
     assert refused.returncode != 0
