@@ -7,7 +7,10 @@ output, in no process's argv (sampled on the machine, which sees the nodes' proc
 left on the nodes. A node whose sudo refuses fails the step with one sentence naming the host.
 """
 
+import base64
+import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -60,10 +63,31 @@ def become_fleet(lab, tmp_path_factory):
         _reset(lab, node)
 
 
+def _registry_credentials(lab):
+    """The lab registry's user and password, from the auth file the inventory gives the controller."""
+    _hosts, allvars = read_hosts(lab.inventory)
+    auths = json.loads(Path(allvars["fleetos_lab_auth_file"]).read_text())["auths"]
+    return base64.b64decode(next(iter(auths.values()))["auth"]).decode().split(":", 1)
+
+
 def test_adopt_rollout_rollback_with_a_become_password(lab, become_fleet, rollout_image):
     nodes, inventory, tmp = become_fleet["nodes"], become_fleet["inventory"], become_fleet["tmp"]
+    user, registry_password = _registry_credentials(lab)
+    secrets = tmp / "registry.yml"
+    fd = os.open(str(secrets), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        yaml.safe_dump({"registry_user": user, "registry_password": registry_password}, handle)
+    pull = tmp / "pull.yml"
+    pull.write_text(yaml.safe_dump([{"name": "Pull", "hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "Pull with credentials sent on stdin", "fleetos.layering.os_image_pull": {
+            "image": "%s/%s" % (lab.registry, BASE), "username": "{{ registry_user }}",
+            "password": "{{ registry_password }}", "state": "present", "cache_dir": "/var/tmp/fleetos-become-test"}},
+        {"name": "Remove the pulled copy", "ansible.builtin.raw": "rm -rf /var/tmp/fleetos-become-test",
+         "changed_when": False}]}]))
     watcher = ArgvWatcher(BECOME_PASSWORD)
     watcher.start()
+    registry_watcher = ArgvWatcher(registry_password)
+    registry_watcher.start()
     outputs = []
     try:
         def play(playbook, *extra):
@@ -72,6 +96,10 @@ def test_adopt_rollout_rollback_with_a_become_password(lab, become_fleet, rollou
             outputs.append(proc.stdout)
             return proc
 
+        # A secret on stdin under a become password: the pull secret reaches skopeo, the password sudo.
+        pulled = play(pull, "-e", "@%s" % secrets)
+        assert pulled.stdout.count("Pull with credentials sent on stdin") == 1
+        assert "ok: [%s]" % nodes[0] in pulled.stdout or "changed: [%s]" % nodes[0] in pulled.stdout
         play(ADOPT)
         for node in nodes:
             booted = _booted(lab, node)
@@ -88,15 +116,17 @@ def test_adopt_rollout_rollback_with_a_become_password(lab, become_fleet, rollou
             assert booted["container-image-reference"].endswith("@%s" % lab.base_digest), node
     finally:
         watcher.stop()
+        registry_watcher.stop()
     assert watcher.samples > 10
-    assert watcher.hits == []
+    assert watcher.hits == [] and registry_watcher.hits == []
     for text in outputs:
         assert BECOME_PASSWORD not in text
         assert "wörd" not in text
+        assert registry_password not in text
     # The connection used sudo with a password prompt (not a passwordless sudo by mistake).
     assert "[sudo via ansible" in outputs[0]
     for node in nodes:
-        assert _node_files_containing(lab, [BECOME_PASSWORD.encode()], node=node,
+        assert _node_files_containing(lab, [BECOME_PASSWORD.encode(), registry_password.encode()], node=node,
                                       dirs=("tmp", "var/tmp", "run", "var/roothome", "var/home")) == []
 
 
