@@ -37,7 +37,8 @@ ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
 # Debian packages the lab and the tooling need.
 DEB_PACKAGES := ostree gir1.2-ostree-1.0 python3 python3-gi skopeo umoci \
 	docker-registry apache2-utils openssh-server openssh-client iproute2 \
-	netcat-openbsd socat openssl util-linux procps e2fsprogs git make rsync shellcheck gnupg iptables
+	netcat-openbsd socat openssl util-linux procps e2fsprogs git make rsync shellcheck gnupg iptables \
+	sudo
 
 # Tools from the venv come first (once, also in recursive makes).
 ifeq ($(filter $(VENV_BIN),$(subst :, ,$(PATH))),)

@@ -310,6 +310,28 @@ def cmd_fault(args):
     return 0
 
 
+def cmd_login(args):
+    _require_root()
+    password = sys.stdin.readline().rstrip("\n") if args.mode == "password" else None
+    for name in args.nodes:
+        nodes.node_info(name)
+    for name in args.nodes:
+        nodes.set_login(name, args.mode, password)
+    print("fleetlab: core's sudo on %s: %s" % (", ".join(args.nodes), args.mode))
+    return 0
+
+
+def cmd_agent(args):
+    _require_root()
+    for name in args.nodes:
+        nodes.node_info(name)
+    for name in args.nodes:
+        nodes.set_agent(name, args.agent, args.state == "on", delay=args.delay, official=args.official,
+                        interval=args.interval)
+    print("fleetlab: %s %s on %s" % (args.agent, args.state, ", ".join(args.nodes)))
+    return 0
+
+
 def cmd_registry(args):
     _require_root()
     if args.action == "user":
@@ -452,6 +474,24 @@ def build_parser():
     fault.add_argument("fault", choices=list(nodes.FAULTS) + ["clear"])
     fault.add_argument("seconds", nargs="?")
     fault.set_defaults(func=cmd_fault)
+
+    login = sub.add_parser("login", help="how the admin user core may use sudo on nodes (a password: on stdin)")
+    login.add_argument("nodes", nargs="+", metavar="NODE")
+    login.add_argument("mode", choices=list(nodes.LOGIN_MODES))
+    login.set_defaults(func=cmd_login)
+
+    agent = sub.add_parser("agent", help="enable (on) or disable (off) an update agent on nodes: the Zincati "
+                                         "stand-in or bootc's fetch-and-apply timer")
+    agent.add_argument("nodes", nargs="+", metavar="NODE")
+    agent.add_argument("agent", choices=sorted(nodes.AGENT_UNITS))
+    agent.add_argument("state", choices=["on", "off"])
+    agent.add_argument("--delay", type=float, default=None,
+                       help="zincati: seconds from its start to its first look at the update graph (default 300)")
+    agent.add_argument("--official", default=None,
+                       help="zincati: the repository of the stream's official images (default REGISTRY/fleetos/lab-official)")
+    agent.add_argument("--interval", type=float, default=None,
+                       help="bootc: seconds between two runs of bootc upgrade --apply (default 300)")
+    agent.set_defaults(func=cmd_agent)
 
     reg = sub.add_parser("registry", help="stop or start the lab registry, or add a user (password on stdin)")
     reg.add_argument("action", choices=["stop", "start", "user"])

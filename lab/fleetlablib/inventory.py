@@ -46,7 +46,11 @@ def write(lab):
         }
     proxy = "ip netns exec %s socat - TCP:%%h:%%p,connect-timeout=5" % LAB_NETNS
     all_vars = {
-        "ansible_user": "root",
+        # As Fedora CoreOS is reached: the admin user `core`, root through sudo (root may not log in
+        # over ssh). A node whose sudo asks for a password (`fleetlab login NODE password`) needs
+        # ansible_become_password as well, given by the run (an extra-vars file, a vault).
+        "ansible_user": "core",
+        "ansible_become": True,
         "ansible_ssh_private_key_file": str(key),
         "ansible_ssh_common_args": "-o ProxyCommand='%s' -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes"
         " -o ServerAliveInterval=3 -o ServerAliveCountMax=3" % (proxy, known),

@@ -50,13 +50,39 @@ BOOTC_ALEPH = ".bootc-aleph.json"
 # A node has no Python interpreter Ansible could find, as Fedora CoreOS ships; one made with
 # --with-python has the machine's /usr/bin/python3 (RHEL image mode has one). Marked in its state.
 WITH_PYTHON = "with-python"
+# The login, as Fedora CoreOS ships it: the admin user `core` (Ignition makes it at first boot) reaches the
+# host over ssh and becomes root with sudo; root itself may not log in over ssh. How `core` may use sudo
+# (LOGIN_MODES) is the node's own /etc/sudoers.d/core: without a password (the default, as Fedora CoreOS
+# configures it), with its password (`fleetlab login NODE password`, the password on stdin), or not at all.
+LOGIN_USER = "core"
+LOGIN_UID = 1000
+LOGIN_MODES = ("nopasswd", "password", "refuse")
+SUDOERS = """\
+# Written by fleetlab: the node's sudo policy; the admin user's rule is in sudoers.d/core.
+Defaults lecture=never
+Defaults !fqdn
+root ALL=(ALL:ALL) ALL
+#includedir /etc/sudoers.d
+"""
+SUDO_RULES = {
+    "nopasswd": "core ALL=(ALL) NOPASSWD: ALL\n",
+    "password": "core ALL=(ALL) ALL\n",
+    "refuse": "# fleetlab login NODE refuse: core may not use sudo\n",
+}
+# sudo authenticates with PAM: the password in the node's own /etc/shadow (pam_unix).
+PAM_SUDO = """\
+# Written by fleetlab: sudo on a lab node checks the password in /etc/shadow.
+auth     required pam_unix.so
+account  required pam_unix.so
+session  required pam_permit.so
+"""
 SSHD_CONFIG = """\
 # Written by fleetlab: the node's sshd (PID 1).
 Port 22
 ListenAddress 0.0.0.0
 HostKey /run/lab/host_key
 AuthorizedKeysFile /run/lab/authorized_keys
-PermitRootLogin prohibit-password
+PermitRootLogin no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
@@ -147,8 +173,10 @@ def backend(name):
 
 
 def _no_bootc(layer):
-    """A whiteout of /usr/bin/bootc, laid over the lab's tools on nodes that bootc does not manage."""
+    """Whiteouts of /usr/bin/bootc and its fetch-and-apply timer, laid over the lab's tools on nodes that bootc
+    does not manage."""
     _whiteout(layer / "bin" / "bootc")
+    _whiteout(layer / "lib" / "systemd" / "system" / "bootc-fetch-apply-updates.timer")
 
 
 def has_python(name):
@@ -209,7 +237,7 @@ def _node_usr(name):
     interpreter Ansible could find unless the node was made with one."""
     layers = []
     if backend(name) != "bootc":
-        layers.append(_layer("no-bootc", _no_bootc))
+        layers.append(_layer("no-bootc-timer", _no_bootc))
     if not has_python(name):
         layers.append(_layer("no-python", _no_python))
     layers += [_layer("private-python", _private_python), NODE_OVERLAY]
@@ -262,6 +290,94 @@ def _create_sysroot(name, record, disk_image=False, node_backend=None):
     write_file(etc / "hostname", name + "\n")
     # Signed images: containers policy, lookaside config, the lab key, ostree remote `fleet`.
     signing.install_node_trust(etc, root / "ostree" / "repo")
+    install_login(etc, root / "ostree" / "deploy" / OSNAME / "var")
+
+
+def _append_line(path, prefix, line, mode=None):
+    text = path.read_text() if path.exists() else ""
+    if not any(existing.startswith(prefix) for existing in text.splitlines()):
+        write_file(path, text + ("" if not text or text.endswith("\n") else "\n") + line + "\n",
+                   mode if mode is not None else (stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644))
+
+
+def install_login(etc, var):
+    """The admin user `core` with sudo (no password), as Ignition leaves a Fedora CoreOS host: written
+    into a deployment's own /etc and its stateroot's /var (the node's root, never the machine's)."""
+    _append_line(etc / "passwd", LOGIN_USER + ":", "%s:x:%d:%d:CoreOS Admin:/var/home/%s:/bin/bash"
+                 % (LOGIN_USER, LOGIN_UID, LOGIN_UID, LOGIN_USER))
+    _append_line(etc / "group", LOGIN_USER + ":", "%s:x:%d:" % (LOGIN_USER, LOGIN_UID))
+    _append_line(etc / "shadow", LOGIN_USER + ":", "%s:*:19000:0:99999:7:::" % LOGIN_USER, 0o600)
+    write_file(etc / "sudoers", SUDOERS, 0o440)
+    (etc / "sudoers.d").mkdir(mode=0o750, exist_ok=True)
+    if not (etc / "sudoers.d" / LOGIN_USER).exists():
+        write_file(etc / "sudoers.d" / LOGIN_USER, SUDO_RULES["nopasswd"], 0o440)
+    (etc / "pam.d").mkdir(exist_ok=True)
+    write_file(etc / "pam.d" / "sudo", PAM_SUDO, 0o644)
+    home = var / "home" / LOGIN_USER
+    home.mkdir(parents=True, exist_ok=True)
+    os.chown(str(home), LOGIN_UID, LOGIN_UID)
+    os.chmod(str(home), 0o700)
+
+
+# Run in the node (its own root): $1 the mode, $2 the sudoers rule; a password hash on stdin for "password".
+_LOGIN_SCRIPT = r"""
+set -eu
+mode=$1 rule=$2
+umask 077
+if [ "$mode" = password ]; then
+  IFS= read -r hash
+  awk -v u=core -v h="$hash" 'BEGIN{FS=OFS=":"} $1==u{$2=h} {print}' /etc/shadow > /etc/shadow.fleetlab
+  chmod 600 /etc/shadow.fleetlab && mv -f /etc/shadow.fleetlab /etc/shadow
+fi
+printf '%s' "$rule" > /etc/sudoers.d/.core.fleetlab
+chmod 440 /etc/sudoers.d/.core.fleetlab && mv -f /etc/sudoers.d/.core.fleetlab /etc/sudoers.d/core
+"""
+
+
+def set_login(name, mode, password=None):
+    """How `core` may use sudo on a running node: nopasswd, password (``password``) or refuse."""
+    node_info(name)
+    if mode not in LOGIN_MODES:
+        raise LabError("unknown login mode %r: choose one of %s" % (mode, ", ".join(LOGIN_MODES)))
+    data = None
+    if mode == "password":
+        if not password:
+            raise LabError("login mode password needs the password on stdin")
+        data = run(["openssl", "passwd", "-6", "-stdin"], input_text=password + "\n").stdout.strip() + "\n"
+    proc = subprocess.run(exec_argv(name, ["/bin/sh", "-c", _LOGIN_SCRIPT, "sh", mode, SUDO_RULES[mode]]),
+                          input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise LabError("could not set the login of node %s: %s" % (name, proc.stderr.strip() or proc.returncode))
+    journal("login", node=name, mode=mode)
+
+
+# The update agents a node can run (opt-in, `fleetlab agent`): the unit each is, as on a real host.
+AGENT_UNITS = {"zincati": "zincati.service", "bootc": "bootc-fetch-apply-updates.timer"}
+
+
+def set_agent(name, agent, on, delay=None, official=None, interval=None):
+    """Enable and start (``on``) or disable and stop an update agent on a running node, with the lab's settings
+    for it (the node's control/agents.json, /run/lab/control/agents.json on the node)."""
+    node_info(name)
+    if agent not in AGENT_UNITS:
+        raise LabError("unknown agent %r: choose one of %s" % (agent, ", ".join(sorted(AGENT_UNITS))))
+    path = node_dir(name) / "control" / "agents.json"
+    current = read_json(path, {})
+    entry = dict(current.get(agent) or {})
+    if delay is not None:
+        entry["delay"] = delay
+    if interval is not None:
+        entry["interval"] = interval
+    if agent == "zincati":
+        entry["official"] = official or entry.get("official") or "%s/fleetos/lab-official" % registry.address()
+    current[agent] = entry
+    write_json(path, current)
+    verb = ["enable", "--now"] if on else ["disable", "--now"]
+    proc = subprocess.run(exec_argv(name, ["systemctl"] + verb + [AGENT_UNITS[agent]]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise LabError("could not %s %s on node %s: %s" % (verb[0], AGENT_UNITS[agent], name, proc.stderr.strip()))
+    journal("agent", node=name, agent=agent, on=on, settings=entry)
 
 
 def create(name, index, record, disk_image=False, node_backend=None, with_python=False):
@@ -278,6 +394,10 @@ def create(name, index, record, disk_image=False, node_backend=None, with_python
         # A node made before the lab had signed images: give every deployment the trust files.
         for etc in sorted((sysroot(name) / "ostree" / "deploy" / OSNAME / "deploy").glob("*/etc")):
             signing.install_node_trust(etc, sysroot(name) / "ostree" / "repo")
+    if not (sysroot(name) / "ostree" / "deploy" / OSNAME / "var" / "home" / LOGIN_USER).exists():
+        # A node made before the lab had the `core` login: every deployment gets it.
+        for etc in sorted((sysroot(name) / "ostree" / "deploy" / OSNAME / "deploy").glob("*/etc")):
+            install_login(etc, sysroot(name) / "ostree" / "deploy" / OSNAME / "var")
 
 
 def start(name):

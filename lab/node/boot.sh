@@ -61,6 +61,8 @@ echo "$boot_id" > "$dep/run/lab-boot-id"
 echo "$NAME" > "$dep/run/lab/node-name"
 cp "$NODE_STATE"/ssh/host_key "$NODE_STATE"/ssh/authorized_keys "$NODE_STATE"/ssh/sshd_config "$dep/run/lab/"
 chmod 600 "$dep/run/lab/host_key"
+# sshd reads a user's authorized keys as that user: the admin user `core` logs in, root may not.
+chmod 644 "$dep/run/lab/authorized_keys"
 
 cd "$dep"
 pivot_root . tmp
@@ -72,4 +74,7 @@ mkdir -p /var/roothome /var/tmp /var/mnt /var/lib
 chmod 0700 /var/roothome
 printf '{"boot_count": %s, "boot_id": "%s", "checksum": "%s", "event": "boot", "node": "%s", "ts": %s}\n' \
     "$BOOT_COUNT" "$boot_id" "$checksum" "$NAME" "$(date +%s.%3N)" >> /run/lab/journal.jsonl
+# The units enabled on the node (`fleetlab agent`: the Zincati stand-in, bootc's timer), as systemd
+# starts them at boot.
+/usr/bin/systemctl --lab-boot || true
 exec /usr/sbin/sshd -D -e -f /run/lab/sshd_config

@@ -9,7 +9,7 @@ rpm-ostree runs on the host over the connection, module_utils/_deployments.py re
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _update_agents
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
 
 
@@ -19,4 +19,6 @@ class ActionModule(HostStep):
 
     def step(self, host, args, check_mode):
         facts = _deployments.read_host(host, args["backend"], args["rpm_ostree_executable"], args["bootc_executable"])
+        if args["update_agents"]:
+            facts["update_agents"] = _update_agents.read(host)
         return dict(facts, changed=False)

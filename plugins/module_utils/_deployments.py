@@ -25,6 +25,7 @@ OS_INFO_ARGS = dict(
     backend=dict(type="str", choices=list(BACKENDS), default="auto"),
     rpm_ostree_executable=dict(type="path"),
     bootc_executable=dict(type="path"),
+    update_agents=dict(type="bool", default=False),
 )
 
 

@@ -31,6 +31,7 @@ import json
 import os
 import time
 
+from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
@@ -54,6 +55,7 @@ ARGUMENT_SPEC = dict(
     break_lease=dict(type="str"),
     wait=dict(type="int", default=0),
     deployments=dict(type="str", choices=list(BACKENDS)),
+    update_agents=dict(type="bool", default=False),
     path=dict(type="path", default=DEFAULT_PATH),
 )
 
@@ -257,6 +259,8 @@ def task_result(host, params, check_mode):
     if params["deployments"]:
         try:
             result["deployments"] = read_host(host, params["deployments"])
+            if params.get("update_agents"):
+                result["deployments"]["update_agents"] = _update_agents.read(as_host(host))
         except FleetosError as exc:
             return dict(result, failed=True, msg=sentence(exc.msg), **exc.details)
     if refused is not None:

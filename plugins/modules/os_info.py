@@ -44,6 +44,12 @@ options:
     description:
       - Path of the C(bootc) binary. By default it is searched for in E(PATH).
     type: path
+  update_agents:
+    description:
+      - Also read the host's update agents (Zincati, C(bootc-fetch-apply-updates.timer), rpm-ostree's automatic
+        updates), in the same run on the host, and return what each would do as RV(update_agents).
+    type: bool
+    default: false
 requirements:
   - bootc or rpm-ostree, and a POSIX shell, on the managed host (no Python)
 seealso:
@@ -71,6 +77,20 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+update_agents:
+  description:
+    - With O(update_agents), each agent by name (V(zincati), V(bootc), V(rpm-ostree)) - its C(unit), the unit's
+      C(enabled_state) and C(active_state) as C(systemctl is-enabled) and C(is-active) print them, C(on),
+      C(would_update) (it would replace the deployment on its own), C(reboots) (it would reboot the host on its
+      own) and a one-line C(summary); Zincati's C(updates_enabled), C(strategy), C(fleet_lock_url) and
+      C(fragments) (the config fragments in merge order); rpm-ostree's C(policy) (C(AutomaticUpdatePolicy)).
+  returned: success and O(update_agents)
+  type: dict
+  sample:
+    zincati: {unit: zincati.service, enabled_state: enabled, active_state: active, "on": true, would_update: true,
+              reboots: true, updates_enabled: true, strategy: immediate, fleet_lock_url: null,
+              fragments: [/usr/lib/zincati/config.d/10-auto-updates.toml],
+              summary: "on, updates enabled: updates and reboots the host on its own (strategy immediate)"}
 backend:
   description: The tool that manages the host and was read, V(bootc) or V(rpm-ostree).
   returned: success

@@ -102,6 +102,12 @@ options:
       - Not set, nothing is read.
     type: str
     choices: [auto, bootc, rpm-ostree]
+  update_agents:
+    description:
+      - With O(deployments), also read the host's update agents as M(fleetos.layering.os_info) does with its
+        O(fleetos.layering.os_info#module:update_agents), into the key C(update_agents) of RV(deployments).
+    type: bool
+    default: false
   path:
     description:
       - The lease file on the host; a lock file C(<path>.lock) sits next to it.

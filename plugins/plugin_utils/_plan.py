@@ -41,7 +41,7 @@ transport stages it (exactly as asked: never weakened), and the action:
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref, _update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
@@ -143,7 +143,7 @@ def short_digest(value):
 
 def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
               resolutions=None, status=None, inspections=None, labels=None, error=None,
-              fallback_variable=FALLBACK_VARIABLE, lock=None, pins=None):
+              fallback_variable=FALLBACK_VARIABLE, lock=None, pins=None, update_agents=None):
     """Decide what ``host`` must do; -> the plan record (see plugins/filter/rollout_plan.yml).
 
     ``assignment`` is the ``machine_image_result`` of the host (role
@@ -161,6 +161,10 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     ``pins`` maps the tags a verified canary batch resolved to their digests (``fleetos_last_rollout.images``),
     or is None: a wanted tag is then pinned to the canary's digest, and a tag the canary did not verify is
     ``error`` (see ``pin_to_canary``).
+    ``update_agents`` is ``fleetos_update_agents`` (``disable``, ``keep`` or None): when the host's status holds
+    its update agents (os_info ``update_agents``) and one would replace the deployment on its own, a host the
+    plan would change is ``error`` with one sentence naming the agent and the variable, unless ``disable``
+    (the rollout turns the agents off first) or ``keep`` (left on purpose).
     """
     assignment = assignment if isinstance(assignment, dict) else {}
     pool = pool or DEFAULT_POOL
@@ -175,6 +179,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         "staged_digest": None, "staged_image": None, "staged_checksum": None, "commit": None,
         "status_read": isinstance(status, dict), "backend": None, "up_to_date": None, "action": None, "reason": None,
         "origin_set": {}, "origin_remove": [], "layered": None,
+        "update_agents": None, "update_agents_policy": None,
     }
     if error is not None:
         plan.update(source="error", action="error", paused=False,
@@ -229,7 +234,25 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["action"] = "skipped"
         plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
                           else "MachineImage is paused: %s" % reason)
+    _check_update_agents(plan, host, status, update_agents)
     return plan
+
+
+def _check_update_agents(plan, host, status, policy):
+    """Record the host's update agents (when read) and refuse a change that an agent would undo."""
+    agents = (status or {}).get("update_agents") if isinstance(status, dict) else None
+    policy = _update_agents.check_policy(policy)
+    if not isinstance(agents, dict):
+        return
+    active = _update_agents.active(agents)
+    plan["update_agents_policy"] = policy
+    # disable: the rollout turns them off on every host it takes on, changed or not (an agent would undo an
+    # unchanged host's image as well).
+    plan["update_agents"] = {"active": active, "summary": _update_agents.summary(agents),
+                             "disable": bool(active) and policy == "disable" and plan["action"] not in ("skipped", "error")}
+    refusal = _update_agents.refusal(host, agents)
+    if refusal and policy is None and plan["action"] in ("stage", "activate", "pin"):
+        plan.update(action="error", reason=refusal)
 
 
 def pin_to_canary(wanted, reason, pins):

@@ -22,7 +22,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._stats import job
 TABLE_FORMAT = "%-12s %-8s %-9s %-24s %-6s %-9s %-19s %-19s %s"
 TABLE_HEADER = ("HOST", "POOL", "SOURCE", "OBJECT", "PAUSED", "ACTION", "CHOSEN", "BOOTED", "STAGED")
 MARKDOWN_COLUMNS = ("host", "pool", "labels", "source", "object", "image", "layered image", "digest chosen",
-                    "transport", "booted", "staged", "action", "reason")
+                    "transport", "booted", "staged", "update agents", "action", "reason")
 
 
 def _or(value, fallback):
@@ -49,6 +49,15 @@ def _labels(row):
 def _key_lower(item):
     key = item[0]
     return key.lower() if isinstance(key, str) else key
+
+
+def _agents(row):
+    """The host's update agents, one line: what the plan read, and the policy when one is set."""
+    agents = row.get("update_agents")
+    if not isinstance(agents, dict):
+        return _not_read(row) if not row.get("status_read") else "-"
+    policy = row.get("update_agents_policy")
+    return "%s%s" % (agents.get("summary"), " (fleetos_update_agents: %s)" % policy if policy else "")
 
 
 def host_key(name):
@@ -94,6 +103,7 @@ def host_lines(row):
             _or(_or(row.get("booted_digest"), row.get("booted_image")), _not_read(row)),
             _or(_or(row.get("staged_digest"), row.get("staged_image")), _not_read(row)),
             _or(up_to_date, "?") if up_to_date is not None else "?"),
+        "update agents: %s" % _agents(row),
         "reason: %s" % row.get("reason"),
     ]
 
@@ -115,6 +125,7 @@ def markdown(rows, manifest_errors=(), warnings=()):
             _or(row.get("digest"), "-"), _or(row.get("transport"), "-"),
             _or(_or(row.get("booted_digest"), row.get("booted_image")), _not_read(row)),
             _or(row.get("staged_digest"), _not_read(row)),
+            _agents(row).replace("|", "\\|"),
             _or(row.get("action"), "-"),
             _text(row.get("reason")).replace("|", "\\|"),
         ]

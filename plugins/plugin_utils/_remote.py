@@ -20,9 +20,10 @@ anything else into one sentence and the traceback.
 
 from __future__ import annotations
 
+import re
 import traceback
 
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.action import ActionBase
 
@@ -34,6 +35,37 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     sentence,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._host import Host, shell_command
+
+
+class BecomeError(CommandError):
+    """The connection's become (sudo) refused to run a command on the host: a missing or wrong become
+    password, a user without the right. A CommandError, so that the shared code's handlers report it
+    as a failed command; ``str()`` names the host and the cause."""
+
+
+# What sudo prints when it authenticated the user but its policy refuses the command: the connection
+# reports no error then (the command "ran" and failed), so the refusal is known by sudo's own sentence.
+_SUDO_REFUSED = re.compile(r"^(?:sudo: )?(\S+ is not in the sudoers file|Sorry, user \S+ (?:is not allowed to execute|may not run sudo)\b.*)")
+
+
+def become_cause(action, exc):
+    """The sentence part saying that ``action``'s become refused a command on its host, or None when the
+    task does not use become (the error is then the connection's own)."""
+    connection = action._connection
+    become = getattr(connection, "become", None)
+    if not become or isinstance(exc, AnsibleConnectionFailure):
+        return None
+    method = getattr(become, "name", None) or "become"
+    method = method.rsplit(".", 1)[-1]
+    try:
+        user = connection.get_option("remote_user")
+    except (AttributeError, KeyError):
+        user = None
+    user = user or action._play_context.remote_user or "the login user"
+    host = getattr(action, "_fleetos_host", None) or action._play_context.remote_addr
+    cause = to_text(getattr(exc, "message", None) or exc).strip().rstrip(".:").strip()
+    return "%s refused to make %s root on %s (%s); give the user the right or set ansible_become_password" % (
+        method, user, host, cause)
 
 
 class ConnectionHost(Host):
@@ -56,12 +88,25 @@ class ConnectionHost(Host):
 
     def run(self, argv, data=None, binary=False):
         line = shell_command(list(argv))
-        # surrogateescape keeps every byte of the output, so that binary output comes back exactly.
-        result = self._action._low_level_execute_command(
-            line, in_data=to_bytes(data, errors="surrogate_or_strict") if data is not None else None,
-            encoding_errors="surrogateescape")
+        # surrogateescape keeps every byte of the output, so that binary output comes back exactly. Under
+        # become the connection sends the become password first, on its own line, after sudo's prompt,
+        # and the data only once the command runs: the two never mix.
+        try:
+            result = self._action._low_level_execute_command(
+                line, in_data=to_bytes(data, errors="surrogate_or_strict") if data is not None else None,
+                encoding_errors="surrogateescape")
+        except AnsibleError as exc:
+            cause = become_cause(self._action, exc)
+            if cause is None:
+                raise
+            raise BecomeError(cause, cmd=list(argv)[:1]) from None
         out = result.get("stdout", "")
         err = to_text(to_bytes(result.get("stderr", ""), errors="surrogateescape"), errors="replace")
+        if result.get("rc") not in (0, None) and getattr(self._action._connection, "become", None):
+            refused = _SUDO_REFUSED.match(err.strip())
+            if refused:
+                raise BecomeError(become_cause(self._action, AnsibleError(refused.group(1).rstrip("."))),
+                                  cmd=list(argv)[:1], rc=result.get("rc"), stderr=err)
         if binary:
             return result["rc"], to_bytes(out, errors="surrogateescape"), err
         return result["rc"], to_text(to_bytes(out, errors="surrogateescape"), errors="replace"), err
@@ -141,8 +186,12 @@ class HostStep(ActionBase):
             # ostree_remote"), as a module's would be.
             result.update(failed=True, msg=getattr(exc, "message", None) or str(exc))
             return result
+        self._fleetos_host = (task_vars or {}).get("inventory_hostname")
         try:
             result.update(self.step(ConnectionHost(self), args, self._task.check_mode))
+        except BecomeError as exc:
+            result.update(exc.details)
+            result.update(failed=True, msg=sentence("Failed to %s: %s" % (self.WHAT, exc.msg)))
         except FleetosError as exc:
             result.update(exc.details)
             result.update(failed=True, msg=sentence(exc.msg))

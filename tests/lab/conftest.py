@@ -74,9 +74,10 @@ class Lab:
         self._journal_offset = 0
         self._journal_records = []
 
-    def fleetlab(self, *args, check=True, timeout=600):
+    def fleetlab(self, *args, check=True, timeout=600, input_text=None):
         proc = subprocess.run([str(FLEETLAB)] + [str(a) for a in args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+                              stderr=subprocess.PIPE, text=True, timeout=timeout, check=False,
+                              input=input_text, stdin=None if input_text is not None else subprocess.DEVNULL)
         if check and proc.returncode != 0:
             raise AssertionError("fleetlab %s failed (rc=%d): %s%s" % (
                 " ".join(map(str, args)), proc.returncode, proc.stdout, proc.stderr))

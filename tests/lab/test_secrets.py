@@ -80,9 +80,9 @@ def _vars_file(tmp_path, data):
     return path
 
 
-def _node_files_containing(lab, needles, dirs=("tmp", "var/tmp", "run", "var/roothome")):
+def _node_files_containing(lab, needles, dirs=("tmp", "var/tmp", "run", "var/roothome"), node=NODE):
     """Files under the node's dirs (read from the machine through /proc/PID/root) holding a needle."""
-    pid = int((lab.state / "nodes" / NODE / "init.pid").read_text())
+    pid = int((lab.state / "nodes" / node / "init.pid").read_text())
     root = "/proc/%d/root" % pid
     found = []
     for top in dirs:

@@ -315,3 +315,40 @@ def test_after_a_verified_canary_a_tag_is_planned_on_the_canarys_digest_and_anot
     assert (pinned["wanted"], pinned["digest"]) == (REG + "@" + AMD64, AMD64)
     assert host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX,
                      status=status(ON_OTHER))["digest"] == INDEX
+
+
+ZINCATI_SUMMARY = "on, updates enabled: updates and reboots the host on its own (strategy immediate)"
+ZINCATI_ON = {"zincati": {"would_update": True, "summary": ZINCATI_SUMMARY},
+              "bootc": {"would_update": False, "summary": "not installed"},
+              "rpm-ostree": {"would_update": False, "summary": "not installed"}}
+NONE_ON = {"zincati": {"would_update": False, "summary": "on, updates disabled ([updates] enabled = false)"},
+           "bootc": {"would_update": False, "summary": "not installed"},
+           "rpm-ostree": {"would_update": False, "summary": "not installed"}}
+
+
+@pytest.mark.parametrize("booted, agents, policy, action, disable", [
+    # Fedora CoreOS as shipped: the host to stage is refused unless fleetos_update_agents says what to do.
+    (ON_OTHER, ZINCATI_ON, None, "error", False),
+    (ON_OTHER, ZINCATI_ON, "disable", "stage", True),
+    (ON_OTHER, ZINCATI_ON, "keep", "stage", False),
+    (ON_OTHER, NONE_ON, None, "stage", False),
+    # An unchanged host is not refused; with disable its agent is turned off all the same.
+    (PINNED_INDEX, ZINCATI_ON, None, "unchanged", False),
+    (PINNED_INDEX, ZINCATI_ON, "disable", "unchanged", True),
+])
+def test_an_update_agent_that_would_undo_the_rollout(booted, agents, policy, action, disable):
+    read = dict(status(booted), update_agents=agents)
+    plan = host_plan(assigned(REG + ":stable"), "fcos-01", resolutions=RESOLVED_INDEX, status=read,
+                     update_agents=policy)
+    assert (plan["action"], plan["update_agents"]["disable"], plan["update_agents_policy"]) == (action, disable, policy)
+    if action == "error":
+        assert plan["reason"] == (
+            "the update agent zincati (on, updates enabled: updates and reboots the host on its own (strategy "
+            "immediate)) of fcos-01 would replace the rolled-out image on its own: set fleetos_update_agents: disable "
+            "to turn it off (or keep to leave it on purpose)")
+    assert plan["update_agents"]["active"] == (["zincati"] if agents is ZINCATI_ON else [])
+
+
+def test_a_host_whose_agents_were_not_read_records_none():
+    plan = host_plan(assigned(REG + ":stable"), "fcos-01", resolutions=RESOLVED_INDEX, status=status(ON_OTHER))
+    assert (plan["action"], plan["update_agents"], plan["update_agents_policy"]) == ("stage", None, None)
