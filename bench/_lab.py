@@ -288,6 +288,17 @@ class ProcTree:
         return tree, adopted
 
 
+def parents(proc="/proc"):
+    """Every process's (ppid, comm) as ProcTree.stat reads it, from one listing of /proc: {pid: (ppid, comm)}."""
+    tree, rows = ProcTree(proc), {}
+    for name in os.listdir(str(proc)):
+        if name.isdigit():
+            row = tree.stat(int(name))
+            if row is not None:
+                rows[int(name)] = row
+    return rows
+
+
 class RssSampler:
     """Samples a process tree's RSS (ProcTree.sample) every interval seconds from start() to stop():
     .peak_kib, the peak of root's tree; .peak_with_masters_kib, the peak of that tree plus the ssh

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simfleet  # noqa: E402
 from _floor import parse_spread, pooled_floor  # noqa: E402
 from _lab import (  # noqa: E402
-    REPO, RESULTS, ROLLBACK, ROLLOUT, RSS_INTERVAL, VENV_BIN, BenchError, _reap_adopted, log, run_playbook)
+    REPO, RESULTS, ROLLBACK, ROLLOUT, RSS_INTERVAL, VENV_BIN, BenchError, _reap_adopted, log, parents, run_playbook)
 from rollout import max_concurrent as max_down, reboot_spans  # noqa: E402  (the journal's spans, as rollout.py reads them)
 
 PLAN = REPO / "playbooks" / "plan.yml"
@@ -240,16 +240,8 @@ class Size:
 
 def count_ssh_children():
     """How many ssh processes are our children now (the ControlPersist masters we adopted)."""
-    me, count = os.getpid(), 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if stat[stat.index("(") + 1:stat.rindex(")")] == "ssh" and int(stat[stat.rindex(")") + 2:].split()[1]) == me:
-                count += 1
-    return count
+    me = os.getpid()
+    return sum(1 for ppid, comm in parents().values() if ppid == me and comm == "ssh")
 
 
 def show(result):

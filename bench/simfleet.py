@@ -607,15 +607,11 @@ def hosts_cpu(fleet):
 
 def host_processes(fleet):
     """How many processes the hosts have now (their unshare, PID 1 and sessions)."""
+    from _lab import parents  # the bench's one reader of /proc's parent ids (bench/ is on sys.path)
     data = json.loads((fleet.state / "cpu.json").read_text())
     children = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
+    for pid, (ppid, _comm) in parents().items():
+        children.setdefault(ppid, []).append(pid)
     count, stack = 0, list(data["hosts"].values())
     while stack:
         pid = stack.pop()

@@ -81,6 +81,12 @@ def test_proc_tree_sample(tmp_path):
     assert tree.sample(20, 10) == (100 + 60 + 6, 11 + 9)
 
 
+def test_parents_reads_each_process_once_by_its_stat(tmp_path):
+    # scale.py counts the adopted ssh masters and simfleet.py the hosts' processes from it.
+    fake_proc(tmp_path, {10: (1, "python3", 50), 22: (10, "ssh", 7), 25: (22, "odd) (name", 3), 24: (10, "sh", None)})
+    assert lab.parents(tmp_path) == {10: (1, "python3"), 22: (10, "ssh"), 25: (22, "odd) (name"), 24: (10, "sh")}
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_run_sampled_real_tree():
     # The process and its child each hold 40 MiB (touched): the peak is of their sum.
