@@ -242,7 +242,9 @@ def park_reason(book, host, running):
     at work in the play): that holder frees a slot. Otherwise the host asks, and the answer
     (a slot, a refusal, or a wait up to the slot timeout) is the action's, as without parking.
     A host that goes first is never parked: the holder may be waiting for the FleetLock slot it
-    holds. Reads the book; changes nothing.
+    holds. A host is parked, too, while a host before it in its pool's order that goes first is at work
+    and has not asked yet, however long it takes to come to its request (the book's ``settle`` is the
+    bound without parking). Reads the book; changes nothing.
     """
     entry = book["hosts"].get(host)
     if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"] or entry.get("first"):
@@ -253,6 +255,12 @@ def park_reason(book, host, running):
     if len(_failures(book)) >= book["max_failures"]:
         return None
     pool = entry["pool"]
+    before = book["order"][:book["order"].index(host)]
+    ahead = [h for h in before if book["hosts"][h]["pool"] == pool and book["hosts"][h].get("first")
+             and book["hosts"][h]["state"] == "queued" and h in running]
+    if ahead:
+        return "%s of pool %s, which a killed run left rebooted or holding a FleetLock slot, goes first" % (
+            ", ".join(ahead), pool)
     holding = _pool_hosts(book, pool, ("holding",))
     if free_slots(book, pool) > 0 or not any(h in running for h in holding):
         return None

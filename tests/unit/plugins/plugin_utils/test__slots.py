@@ -384,6 +384,24 @@ def test_a_host_is_parked_while_a_holder_at_work_has_every_slot_of_its_pool():
     assert _slots.free_slots(b, "a") == 0 and _slots.free_slots(b, "b") == 1
 
 
+def test_a_host_is_parked_while_a_host_that_goes_first_is_at_work_and_has_not_asked():
+    # n2 goes first (a killed run rebooted it; it may hold the FleetLock slot the pool needs). However
+    # long n2 takes to come to its request, n3 waits off the forks while n2 is at work: the book's
+    # settle (SETTLE seconds) would have let n3 take the slot n2 needs.
+    b = first(book("a:n1,n2,n3 b:n4", {"a": 1, "b": 1}), "n2")
+    assert _slots.park_reason(b, "n3", running={"n2", "n3"}) == (
+        "n2 of pool a, which a killed run left rebooted or holding a FleetLock slot, goes first")
+    # Not a host before n2 in the order, nor another pool's, nor n2 itself.
+    assert _slots.park_reason(b, "n1", running={"n1", "n2"}) is None
+    assert _slots.park_reason(b, "n4", running={"n2", "n4"}) is None
+    assert _slots.park_reason(b, "n2", running={"n2", "n3"}) is None
+    # n2 left the play (a failed stage, unreachable): n3 asks, and the book's settle bounds its wait.
+    assert _slots.park_reason(b, "n3", running={"n3"}) is None
+    # n2 asked: n3 waits for n2's slot as for any holder's.
+    assert ask(b, "n2", now=1) == ["granted"]
+    assert _slots.park_reason(b, "n3", running={"n2", "n3"}) == "every budget slot of pool a is held (n2)"
+
+
 def test_a_host_is_not_parked_when_the_run_stops_or_its_pool_is_lost():
     b = running_book()
     b["stop"] = "stopped"

@@ -167,9 +167,10 @@ def test_every_parked_host_goes_when_nothing_ran_for_a_while(tmp_path, monkeypat
     assert module.queued == ["n2"]
 
 
-def test_a_host_that_goes_first_always_asks(tmp_path, monkeypatch):
-    """n2 goes first (a killed run rebooted it, and it may hold the FleetLock slot n3 waits for): it asks although
-    n3 was let go for the pool's free slot, and although the pool is full."""
+def test_a_host_that_goes_first_always_asks_and_the_later_ones_wait_for_it(tmp_path, monkeypatch):
+    """n2 goes first (a killed run rebooted it, and it may hold the FleetLock slot n3 waits for): n3, which came to
+    its request before n2, waits off the forks until n2 asked, however long that takes; n2 asks although the pool
+    is full; once n2 left the play, n3 asks."""
     patch_queue(monkeypatch)
     book = _slots.new_book([{"host": "n1", "pool": "b"}, {"host": "n2", "pool": "a", "first": True},
                             {"host": "n3", "pool": "a"}], {"a": 1, "b": 1}, 2, now=0)
@@ -178,11 +179,19 @@ def test_a_host_that_goes_first_always_asks(tmp_path, monkeypatch):
     acquire = Task("fleetos.layering.os_activate_slot", "acquire")
     queue(module, "n3", acquire, path)
     queue(module, "n2", acquire, path)
-    assert module.queued == ["n3", "n2"]
-    # n2 never asks here: n3 waits SETTLE seconds for it, then takes the slot.
+    assert module.queued == ["n2"] and [item[2].get_name() for item in module._parked] == ["n3"]
+    # n2 asked and holds the slot: n3 stays parked behind a holder at work.
+    assert _slots.try_acquire(book, "n2", 1)[0] == "granted"
+    os.utime(write(tmp_path, book), ns=(1, 10 ** 18))
+    module._let_go()
+    assert module.queued == ["n2"] and [item[2].get_name() for item in module._parked] == ["n3"]
+    # Without n2 asking (it left the play), n3 asks: the book lets it wait SETTLE seconds, then grants it.
+    book = _slots.new_book([{"host": "n2", "pool": "a", "first": True}, {"host": "n3", "pool": "a"}], {"a": 1}, 2, now=0)
+    module = strategy(write(tmp_path, book), iterator=Iterator(failed={"n2"}))
+    queue(module, "n3", acquire, path)
+    assert module.queued == ["n3"]
     assert _slots.try_acquire(book, "n3", 1)[0] == "wait"
     assert _slots.try_acquire(book, "n3", 1 + _slots.SETTLE)[0] == "granted"
-    os.utime(write(tmp_path, book), ns=(1, 10 ** 18))
     assert _slots.park_reason(book, "n2", {"n2", "n3"}) is None
 
 
