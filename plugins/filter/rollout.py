@@ -303,6 +303,9 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         host = plan.get("host") or hv.get("inventory_hostname")
         action = plan.get("action")
         stage = _get(hv, "os_stage_result") if action == "stage" else None
+        if not isinstance(stage, dict) or "status" not in stage:
+            # A task result, not a record: the host went unreachable in the stage's task (or it was skipped).
+            stage = None
         # The record the slot book built; a host's fact where the summary has none.
         act = (records.get(host) or _get(hv, "os_activate_result")) if host in started else None
         row = {

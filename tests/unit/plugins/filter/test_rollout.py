@@ -116,8 +116,10 @@ def _fleet():
         # Staged earlier, in the activation list, but it went unreachable before recording anything.
         {"inventory_hostname": "n8", "__fleetos_rollout_plan": _plan("n8", "c", "activate"),
          "os_activate_result": {"status": "started", "holds_slot": True, "reboot_start": None}},
-        # To be staged, but unreachable before its stage was known; another image was staged before the run.
-        {"inventory_hostname": "n9", "__fleetos_rollout_plan": dict(_plan("n9", "c", "stage"), staged_digest=D_OLD)},
+        # To be staged, but unreachable before its stage was known (the stage's task registered its unreachable
+        # result, not a record); another image was staged before the run.
+        {"inventory_hostname": "n9", "__fleetos_rollout_plan": dict(_plan("n9", "c", "stage"), staged_digest=D_OLD),
+         "os_stage_result": {"unreachable": True, "changed": False, "msg": "Failed to connect to the host via ssh"}},
     ]
 
 
