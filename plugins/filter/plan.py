@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report, _playbook_specs
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report, _playbook_specs, _rollout_hosts
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     activation,
     host_plan,
@@ -160,6 +160,35 @@ def rollout_lease_plan(plan, lease_result, refused=None, before="staging"):
     return lease_plan(plan, lease_result, refused, before=before)
 
 
+def rollout_plan_hosts(fleet, hostvars, hosts, resolutions=None, inspections=None, lock=None, pins=None, leased=False):
+    """Filter: the plan of every host read, from the fleet's record and each host's read, at once (see
+    rollout_plan_hosts.yml)."""
+    if not isinstance(fleet, Mapping) or not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollout_plan_hosts needs the record of rollout_plan_fleet and a list of host names")
+    try:
+        reads = _rollout_hosts.host_reads(hostvars, hosts, boolean(leased, strict=False))
+        return _rollout_hosts.read_plans(_fleet.plain(fleet), reads, resolutions=resolutions, inspections=inspections,
+                                         lock=none_if_empty(lock), pins=_pins(pins))
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
+def rollout_lease_takeovers(plans, hostvars, hosts, owner, break_lease=None):
+    """Filter: the hosts whose lease a rollout that is gone holds, and that rollout (see rollout_lease_takeovers.yml)."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollout_lease_takeovers needs a list of host names, such as ansible_play_hosts")
+    return _rollout_hosts.takeovers(_fleet.plain(plans) or {}, hostvars, hosts, _fleet.plain(owner),
+                                    break_lease=none_if_empty(break_lease))
+
+
+def rollout_hosts(plans, hostvars, hosts, activate=True):
+    """Filter: every host's decisions of rollout.yml after the plan, once for the play (see rollout_hosts.yml)."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollout_hosts needs a list of host names, such as ansible_play_hosts")
+    return _rollout_hosts.rollout_hosts(_fleet.plain(plans) or {}, hostvars, hosts,
+                                        activate=boolean(activate, strict=False))
+
+
 class FilterModule:
     """Planning a rollout, host by host."""
 
@@ -174,4 +203,7 @@ class FilterModule:
             "rollout_lease_takeover": rollout_lease_takeover,
             "rollout_lease_plan": rollout_lease_plan,
             "rollout_lease_refusals": rollout_lease_refusals,
+            "rollout_plan_hosts": rollout_plan_hosts,
+            "rollout_lease_takeovers": rollout_lease_takeovers,
+            "rollout_hosts": rollout_hosts,
         }

@@ -44,11 +44,12 @@ INPUTS = (
     ("pool_paused", "os_plan_pool_paused", "fleetos_pool_paused", False),
     ("fallback_image", "os_plan_fallback_image", "fleetos_rollout_image", None),
     ("fallback_transport", "os_plan_fallback_transport", "fleetos_rollout_transport", None),
+    ("update_agents", "os_plan_update_agents", "fleetos_update_agents", None),
 )
 KEYS = tuple(key for key, _option, _variable, _default in INPUTS)
 # Inputs that are text: "" is unset (a template that gave None renders as "" before ansible-core 2.19).
 _TEXT = frozenset(("pool_image", "pool_layered_image", "pool_pull_secret", "pool", "fallback_image",
-                   "fallback_transport"))
+                   "fallback_transport", "update_agents"))
 
 
 def plain(value):

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What rollout.yml decides for every host between the plan's contact and the stage, once for the play on the
+controller: each host's plan (its read, with its lease folded in), the takeovers of leases of rollouts that are
+gone, the book of slots' description of each host, and which hosts the short plays that follow act on.
+
+A task per host for each of these decisions would cost every host a worker fork and a result round trip of the
+controller's; here they cost a lookup of each host's variables, once."""
+
+from __future__ import annotations
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import host_values, plain
+from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
+from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, refusals, takeover
+
+# What the book of slots reads of each host: (key, inventory variable, default), as the role
+# fleetos.layering.os_activate's defaults map them.
+BOOK_INPUTS = (
+    ("pool", "fleetos_pool", "default"),
+    ("max_unavailable", "fleetos_pool_max_unavailable", 1),
+    ("windows", "fleetos_rollout_windows", []),
+    ("windows_timezone", "fleetos_rollout_windows_timezone", "UTC"),
+    ("activation_seconds", "fleetos_rollout_windows_activation_seconds", None),
+)
+# Every variable rollout_hosts reads of a host.
+HOST_NAMES = ("os_plan_result", "os_plan_lease_result", "__fleetos_rollout_lease_taken", "fleetos_fleetlock_url") \
+    + tuple(variable for _key, variable, _default in BOOK_INPUTS)
+TO_ACTIVATE = ("verify", "activate", "stage")
+
+
+def read_plans(fleet, reads, resolutions=None, inspections=None, lock=None, pins=None):
+    """The plan of every host read: ``fleet`` is the record of ``rollout_plan_fleet`` (with each host's inputs and
+    assignment), ``reads`` maps a host to its deployments as read (os_info's result, or the lease's
+    ``deployments``). A host whose entry has an error keeps the
+    fleet's plan; a host not in ``reads`` (its read failed: the caller recorded it) is left out."""
+    plans = {}
+    for host, entry in sorted(((fleet or {}).get("hosts") or {}).items()):
+        if entry.get("error") is not None:
+            plans[host] = entry["plan"]
+            continue
+        if host not in reads:
+            continue
+        status, given = reads[host], entry["inputs"]
+        plans[host] = host_plan(entry["assignment"], host, pool=given["pool"], fallback_image=given["fallback_image"],
+                                fallback_transport=given["fallback_transport"], pool_paused=given["pool_paused"],
+                                labels=given["labels"] or {}, resolutions=resolutions, status=status,
+                                inspections=inspections, lock=lock, pins=pins,
+                                update_agents=given.get("update_agents"))
+    return plans
+
+
+def host_reads(hostvars, hosts, leased):
+    """``{host: status}`` for each host of ``hosts`` whose read succeeded: with ``leased`` the
+    lease's ``deployments`` (a refused lease reads them all the same), else the registered os_info result."""
+    name = "os_plan_lease_result" if leased else "__os_plan_status"
+    reads = {}
+    for host, found in host_values(hostvars, hosts, (name,)).items():
+        result = found.get(name)
+        if not isinstance(result, dict) or result.get("skipped") or result.get("unreachable"):
+            continue
+        if leased:
+            status = result.get("deployments")
+        else:
+            status = None if result.get("failed") else result
+        if status is not None:
+            reads[host] = status
+    return reads
+
+
+def lease_result(found):
+    """The host's lease result: the takeover's when there was one, else the plan's lease."""
+    taken = found.get("__fleetos_rollout_lease_taken")
+    if isinstance(taken, dict) and not taken.get("skipped"):
+        return taken
+    result = found.get("os_plan_lease_result")
+    return result if isinstance(result, dict) else {"skipped": True}
+
+
+def _plan_of(plans, host, found):
+    plan = (plans or {}).get(host)
+    return plan if isinstance(plan, dict) else (found.get("os_plan_result") or {})
+
+
+def takeovers(plans, hostvars, hosts, owner, break_lease=None, now=None):
+    """``{host: rollout}``: the hosts whose lease a rollout that is gone holds (``_resume.takeover``), among the
+    hosts whose status was read."""
+    chosen = {}
+    for host, found in host_values(hostvars, hosts, ("os_plan_result", "os_plan_lease_result")).items():
+        if not _plan_of(plans, host, found).get("status_read"):
+            continue
+        rollout = takeover(found.get("os_plan_lease_result"), owner, break_lease=break_lease, now=now)
+        if rollout:
+            chosen[host] = rollout
+    return chosen
+
+
+def _first(plan):
+    """Whether the host goes first: a killed run rebooted it into its target, or took a FleetLock slot for it."""
+    return plan.get("action") == "verify" or (bool(plan.get("release_slot")) and plan.get("action") in ("stage", "activate"))
+
+
+def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
+    """Every host's decisions after the plan: -> ``{"hosts": {host: {"plan", "lease_result"}}, "refused",
+    "book", "described", "stage", "prepare"}``.
+
+    ``plans`` maps a host to its plan (the role os_plan's ``__os_plan_plans``; a host not there has its
+    ``os_plan_result``). ``book`` lists the hosts to activate, those that go first first; ``described`` each host
+    as the book reads it (``{host, pool, max_unavailable, first, windows, windows_timezone, activation_seconds}``);
+    ``stage`` the hosts to stage; ``prepare`` the hosts with work before the stage or instead of it (the update
+    agents to turn off, the origin to pin, a FleetLock slot to free, the lease to release).
+    """
+    found = host_values(hostvars, hosts, HOST_NAMES)
+    results = dict((host, lease_result(found[host])) for host in found)
+    refused = refusals(results)
+    entries, described, stage, prepare, first, rest = {}, [], [], [], [], []
+    for host in hosts or ():
+        values = found[host]
+        plan = lease_plan(plain(_plan_of(plans, host, values)), plain(results[host]), refused, now=now)
+        entries[host] = {"plan": plan, "lease_result": results[host]}
+        action = plan.get("action")
+        goes_first = _first(plan)
+        me = {"host": host, "first": goes_first}
+        for key, variable, default in BOOK_INPUTS:
+            # Unset (or empty, where the role's template says "or"), the role's default.
+            value = values.get(variable)
+            me[key] = default if value is None or (value in ("", []) and key != "max_unavailable") else value
+        described.append(me)
+        if activate and action in TO_ACTIVATE:
+            (first if goes_first else rest).append(host)
+        if action == "stage":
+            stage.append(host)
+        agents = (plan.get("update_agents") or {}).get("disable")
+        unlock = activate and action in ("unchanged", "pin") and values.get("fleetos_fleetlock_url") not in (None, "")
+        in_book = activate and action in TO_ACTIVATE
+        release = action != "stage" and not in_book and bool(results[host].get("acquired"))
+        if agents or action == "pin" or unlock or release:
+            prepare.append(host)
+    return {"hosts": entries, "refused": refused, "book": first + rest, "described": described, "stage": stage,
+            "prepare": prepare}

@@ -1,0 +1,111 @@
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_rollout_hosts: rollout.yml's decisions for every host, once for the play."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import socket
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _resume, _rollout_hosts
+
+TARGET = "sha256:" + "c" * 64
+OLD = "sha256:" + "d" * 64
+NOW = 10000.0
+
+
+def plan(host, action, **extra):
+    return dict({"host": host, "action": action, "digest": TARGET, "status_read": True, "reason": action}, **extra)
+
+
+def acquired(previous=None):
+    return {"acquired": True, "holder": None, "lease": {"rollout": "this-run"}, "previous": previous,
+            "deployments": {"backend": "rpm-ostree"}}
+
+
+def refused(owner, rollout="other-run"):
+    holder = {"rollout": rollout, "owner": owner, "started_at": 900.0, "renewed_at": NOW, "ttl": 600,
+              "phase": "planned", "released": False}
+    return {"failed": False, "acquired": False, "holder": holder, "msg": "leased"}
+
+
+def dead_owner():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = _resume.process_start(proc.pid)
+    proc.wait()
+    return {"controller": socket.gethostname(), "user": "ops", "pid": proc.pid, "start": start}
+
+
+def me():
+    return _resume.owner_of_this_run(pid=os.getpid())["owner"]
+
+
+def test_every_host_is_decided_once_with_its_lease_its_book_entry_and_its_plays():
+    plans = {"n1": plan("n1", "stage"), "n2": plan("n2", "unchanged"), "n3": plan("n3", "pin"),
+             "n4": plan("n4", "stage", update_agents={"disable": True}), "n6": plan("n6", "skipped")}
+    # A killed run rebooted n5 into its target: verified first; n4's plan comes from its own fact.
+    hostvars = {
+        "n1": {"os_plan_lease_result": acquired(), "fleetos_pool": "a", "fleetos_pool_max_unavailable": "50%"},
+        "n2": {"os_plan_lease_result": acquired(), "fleetos_pool": "a", "fleetos_fleetlock_url": "http://fl"},
+        "n3": {"os_plan_lease_result": acquired(), "fleetos_rollout_windows": [{"days": ["Sat"]}]},
+        "n4": {"os_plan_lease_result": acquired()},
+        "n5": {"os_plan_lease_result": acquired(previous={"rollout": "killed", "phase": "rebooting",
+                                                              "target_digest": TARGET, "released": False}),
+               "os_plan_result": plan("n5", "unchanged")},
+        "n6": {"os_plan_lease_result": {"skipped": True}},
+    }
+    decided = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n2", "n3", "n4", "n5", "n6"], now=NOW)
+    actions = {h: e["plan"]["action"] for h, e in decided["hosts"].items()}
+    assert actions == {"n1": "stage", "n2": "unchanged", "n3": "pin", "n4": "stage", "n5": "verify", "n6": "skipped"}
+    assert decided["book"] == ["n5", "n1", "n4"] and decided["stage"] == ["n1", "n4"]
+    # n2: a FleetLock slot to free and a lease to release; n3: a pin; n4: agents to turn off; n6 holds no lease.
+    assert decided["prepare"] == ["n2", "n3", "n4"]
+    described = {d["host"]: d for d in decided["described"]}
+    assert described["n1"] == {"host": "n1", "first": False, "pool": "a", "max_unavailable": "50%", "windows": [],
+                               "windows_timezone": "UTC", "activation_seconds": None}
+    assert described["n5"]["first"] and described["n5"]["pool"] == "default" and described["n5"]["max_unavailable"] == 1
+    assert described["n3"]["windows"] == [{"days": ["Sat"]}]
+    assert decided["refused"] == {}
+    # Without the activation, no host is in the book, and a host that is not staged releases its lease.
+    idle = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n5"], activate=False, now=NOW)
+    assert idle["book"] == [] and idle["prepare"] == ["n5"]
+
+
+def test_a_host_another_rollout_holds_stops_every_host_and_a_takeover_counts_instead():
+    plans = {"n1": plan("n1", "stage"), "n2": plan("n2", "stage")}
+    hostvars = {"n1": {"os_plan_lease_result": acquired()}, "n2": {"os_plan_lease_result": refused(me())}}
+    decided = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n2"], now=NOW)
+    assert [e["plan"]["action"] for e in decided["hosts"].values()] == ["error", "error"]
+    assert decided["book"] == [] and decided["stage"] == [] and decided["prepare"] == ["n1"]
+    assert list(decided["refused"].values()) == [["n2"]]
+    # The rollout that held n2 is gone: the play of takeovers takes it; its result is the host's lease then.
+    gone = dict(hostvars, n2={"os_plan_lease_result": refused(dead_owner())})
+    assert _rollout_hosts.takeovers(plans, gone, ["n1", "n2"], me(), now=NOW) == {"n2": "other-run"}
+    taken = dict(gone, n2=dict(gone["n2"], __fleetos_rollout_lease_taken=acquired()))
+    decided = _rollout_hosts.rollout_hosts(plans, taken, ["n1", "n2"], now=NOW)
+    assert decided["book"] == ["n1", "n2"] and decided["hosts"]["n2"]["lease_result"]["acquired"]
+    # A host whose status was not read is never taken over.
+    unread = {"n2": dict(plans["n2"], status_read=False)}
+    assert _rollout_hosts.takeovers(unread, gone, ["n2"], me(), now=NOW) == {}
+
+
+def test_read_plans_plans_the_hosts_read_and_keeps_the_fleet_s_errors():
+    inputs = {"pool": "a", "fallback_image": None, "fallback_transport": None, "pool_paused": False, "labels": {},
+              "update_agents": "keep"}
+    fleet = {"hosts": {"n1": {"error": None, "inputs": inputs, "assignment": None, "plan": {"action": None}},
+                       "n2": {"error": "no image", "inputs": inputs, "assignment": None, "plan": {"action": "error"}},
+                       "n3": {"error": None, "inputs": inputs, "assignment": None, "plan": {"action": None}}}}
+    hostvars = {"n1": {"__os_plan_status": {"changed": False, "backend": "rpm-ostree", "booted": None}},
+                "n3": {"__os_plan_status": {"failed": True, "msg": "rpm-ostree: not found"}}}
+    reads = _rollout_hosts.host_reads(hostvars, ["n1", "n3"], leased=False)
+    assert list(reads) == ["n1"]
+    plans = _rollout_hosts.read_plans(fleet, reads)
+    # n3's read failed: its plan is the caller's to record.
+    assert sorted(plans) == ["n1", "n2"] and plans["n2"] == {"action": "error"}
+    assert plans["n1"]["host"] == "n1" and plans["n1"]["pool"] == "a"
+    leased = {"n1": {"os_plan_lease_result": {"acquired": False, "deployments": {"backend": "bootc"}}},
+              "n3": {"os_plan_lease_result": {"failed": True, "deployments": None}}}
+    assert _rollout_hosts.host_reads(leased, ["n1", "n3"], leased=True) == {"n1": {"backend": "bootc"}}
