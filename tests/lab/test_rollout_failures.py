@@ -197,8 +197,9 @@ def test_registry_stopped_during_stage_reboots_no_failed_stage(lab, fleet, tmp_p
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=str(REPO))
         for line in proc.stdout:
             out.append(line)
-            # The stage phase is over: start the registry again.
-            if restarted_at is None and "TASK [Decide whether the host is to be activated]" in line:
+            # The stage phase is over (the first host collected its stage and goes on to its activation): start the
+            # registry again.
+            if restarted_at is None and "TASK [Take the host out of the book of slots]" in line:
                 watch.done.set()
                 watch.join(30)
                 lab.fleetlab("registry", "start")
