@@ -105,18 +105,21 @@ def _first(plan):
 
 def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
     """Every host's decisions after the plan: -> ``{"hosts": {host: {"plan", "lease_result"}}, "refused",
-    "book", "described", "stage", "prepare"}``.
+    "book", "described", "stage", "active", "agents", "pin", "unlock", "release"}``.
 
     ``plans`` maps a host to its plan (the role os_plan's ``__os_plan_plans``; a host not there has its
     ``os_plan_result``). ``book`` lists the hosts to activate, those that go first first; ``described`` each host
     as the book reads it (``{host, pool, max_unavailable, first, windows, windows_timezone, activation_seconds}``);
-    ``stage`` the hosts to stage; ``prepare`` the hosts with work before the stage or instead of it (the update
-    agents to turn off, the origin to pin, a FleetLock slot to free, the lease to release).
+    ``stage`` the hosts to stage; ``active`` the hosts the activation plays act on (staged, in the book, or with a
+    FleetLock slot a killed run may have left); then the hosts with work before the stage or instead of it:
+    ``agents`` (update agents to turn off), ``pin`` (the origin to pin), ``unlock`` (a FleetLock slot to free:
+    a host already on its target) and ``release`` (the lease of a host neither staged nor activated).
     """
     found = host_values(hostvars, hosts, HOST_NAMES)
     results = dict((host, lease_result(found[host])) for host in found)
     refused = refusals(results)
-    entries, described, stage, prepare, first, rest = {}, [], [], [], [], []
+    entries, described, first, rest = {}, [], [], []
+    lists = dict((name, []) for name in ("stage", "active", "agents", "pin", "unlock", "release"))
     for host in hosts or ():
         values = found[host]
         plan = lease_plan(plain(_plan_of(plans, host, values)), plain(results[host]), refused, now=now)
@@ -131,13 +134,16 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
         described.append(me)
         if activate and action in TO_ACTIVATE:
             (first if goes_first else rest).append(host)
-        if action == "stage":
-            stage.append(host)
-        agents = (plan.get("update_agents") or {}).get("disable")
-        unlock = activate and action in ("unchanged", "pin") and values.get("fleetos_fleetlock_url") not in (None, "")
         in_book = activate and action in TO_ACTIVATE
-        release = action != "stage" and not in_book and bool(results[host].get("acquired"))
-        if agents or action == "pin" or unlock or release:
-            prepare.append(host)
-    return {"hosts": entries, "refused": refused, "book": first + rest, "described": described, "stage": stage,
-            "prepare": prepare}
+        chosen = {
+            "stage": action == "stage",
+            "active": action == "stage" or in_book or bool(plan.get("release_slot")),
+            "agents": bool((plan.get("update_agents") or {}).get("disable")),
+            "pin": action == "pin",
+            "unlock": activate and action in ("unchanged", "pin") and values.get("fleetos_fleetlock_url") not in (None, ""),
+            "release": action != "stage" and not in_book and bool(results[host].get("acquired")),
+        }
+        for name, yes in chosen.items():
+            if yes:
+                lists[name].append(host)
+    return dict(lists, hosts=entries, refused=refused, book=first + rest, described=described)

@@ -61,8 +61,10 @@ def test_every_host_is_decided_once_with_its_lease_its_book_entry_and_its_plays(
     actions = {h: e["plan"]["action"] for h, e in decided["hosts"].items()}
     assert actions == {"n1": "stage", "n2": "unchanged", "n3": "pin", "n4": "stage", "n5": "verify", "n6": "skipped"}
     assert decided["book"] == ["n5", "n1", "n4"] and decided["stage"] == ["n1", "n4"]
-    # n2: a FleetLock slot to free and a lease to release; n3: a pin; n4: agents to turn off; n6 holds no lease.
-    assert decided["prepare"] == ["n2", "n3", "n4"]
+    # n2: a FleetLock slot to free and a lease to release; n3: a pin and its lease; n4: agents to turn off; n6
+    # holds no lease. The activation plays act on the hosts staged or in the book.
+    assert {k: decided[k] for k in ("agents", "pin", "unlock", "release", "active")} == {
+        "agents": ["n4"], "pin": ["n3"], "unlock": ["n2"], "release": ["n2", "n3"], "active": ["n1", "n4", "n5"]}
     described = {d["host"]: d for d in decided["described"]}
     assert described["n1"] == {"host": "n1", "first": False, "pool": "a", "max_unavailable": "50%", "windows": [],
                                "windows_timezone": "UTC", "activation_seconds": None}
@@ -71,7 +73,7 @@ def test_every_host_is_decided_once_with_its_lease_its_book_entry_and_its_plays(
     assert decided["refused"] == {}
     # Without the activation, no host is in the book, and a host that is not staged releases its lease.
     idle = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n5"], activate=False, now=NOW)
-    assert idle["book"] == [] and idle["prepare"] == ["n5"]
+    assert idle["book"] == [] and idle["release"] == ["n5"] and idle["active"] == ["n1"]
 
 
 def test_a_host_another_rollout_holds_stops_every_host_and_a_takeover_counts_instead():
@@ -79,7 +81,7 @@ def test_a_host_another_rollout_holds_stops_every_host_and_a_takeover_counts_ins
     hostvars = {"n1": {"os_plan_lease_result": acquired()}, "n2": {"os_plan_lease_result": refused(me())}}
     decided = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n2"], now=NOW)
     assert [e["plan"]["action"] for e in decided["hosts"].values()] == ["error", "error"]
-    assert decided["book"] == [] and decided["stage"] == [] and decided["prepare"] == ["n1"]
+    assert decided["book"] == [] and decided["stage"] == [] and decided["release"] == ["n1"]
     assert list(decided["refused"].values()) == [["n2"]]
     # The rollout that held n2 is gone: the play of takeovers takes it; its result is the host's lease then.
     gone = dict(hostvars, n2={"os_plan_lease_result": refused(dead_owner())})
