@@ -150,7 +150,15 @@ error:
   type: str
   sample: "stage the image: The stage did not finish within 300 s."
 job:
-  description: The detached job of a start, for the finish.
+  description: The detached job of a start, for the finish (empty when the layers are fetched first).
+  returned: when O(phase=start)
+  type: str
+pull_first:
+  description: Whether the finish fetches the layers first and then stages whole.
+  returned: when O(phase=start)
+  type: bool
+auth_file:
+  description: The credentials file found on the host (empty when O(auth_file) is not there), for the finish.
   returned: when O(phase=start)
   type: str
 """
