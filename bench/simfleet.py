@@ -112,9 +112,9 @@ def host_name(index):
     return "sim%04d" % index
 
 
-def host_address(index):
-    """127.77.X.Y of host index (1-based): up to 250 hosts per X."""
-    return "%s.%d.%d" % (SUBNET, (index - 1) // 250, (index - 1) % 250 + 1)
+def host_address(index, subnet=SUBNET):
+    """127.77.X.Y (``subnet``.X.Y) of host index (1-based): up to 250 hosts per X."""
+    return "%s.%d.%d" % (subnet, (index - 1) // 250, (index - 1) % 250 + 1)
 
 
 def pool_of(index, pools):
@@ -174,7 +174,7 @@ class Fleet:
         return pid if SUPERVISOR_MARKER in cmdline else None
 
     # creation
-    def create(self, count, pools, rate, boot_spread, seed, base_image, fleetlock_port=None):
+    def create(self, count, pools, rate, boot_spread, seed, base_image, fleetlock_port=None, subnet=SUBNET):
         if self.supervisor_pid():
             raise SimError("a simulated fleet is up in %s: take it down first" % self.state)
         if self.state.exists():
@@ -192,7 +192,7 @@ class Fleet:
         hosts, known = [], []
         host_pub = (Path(str(host_key) + ".pub")).read_text().split()[:2]
         for index in range(1, count + 1):
-            name, address = host_name(index), host_address(index)
+            name, address = host_name(index), host_address(index, subnet)
             self._make_root(name, address, host_key, base, rate)
             hosts.append({"name": name, "address": address, "port": PORT, "pool": pool_of(index, pools)})
             known.append("[%s]:%d %s" % (address, PORT, " ".join(host_pub)))
@@ -491,11 +491,14 @@ def wait_listening(hosts, timeout):
 
 
 def up(fleet, count, pools=10, rate="80mbit", boot_spread=(40.0, 90.0), seed=15, base_image=None,
-       fleetlock_port=None, budgets=None, timeout=300):
-    """Create the fleet's state and start its supervisor (detached: not a child of the caller) -> fleet info."""
+       fleetlock_port=None, budgets=None, timeout=300, subnet=SUBNET):
+    """Create the fleet's state and start its supervisor (detached: not a child of the caller) -> fleet info.
+
+    ``subnet`` (127.77 by default) gives the hosts' addresses: two fleets up at once need two (the lab's comparison
+    test takes 127.78, so that it runs beside a bench's fleet)."""
     if os.geteuid() != 0:
         raise SimError("the simulated fleet needs root (mount and PID namespaces)")
-    info = fleet.create(count, pools, rate, boot_spread, seed, base_image or default_base, fleetlock_port)
+    info = fleet.create(count, pools, rate, boot_spread, seed, base_image or default_base, fleetlock_port, subnet)
     if fleetlock_port:
         (fleet.state / "fleetlock").mkdir(exist_ok=True)
         (fleet.state / "fleetlock" / "config.json").write_text(json.dumps(

@@ -77,8 +77,10 @@ def test_the_same_rollout_on_lab_nodes_and_simulated_hosts_reports_the_same_rows
     sim = simfleet.Fleet(tmp_path / "simfleet")
     began = time.time()
     try:
+        # Addresses of its own (127.78.0.x): a bench's fleet may be up at the same time on 127.77.
         info = simfleet.up(sim, 6, pools=2, rate="800mbit", boot_spread=(2.0, 4.0), seed=15,
-                           base_image=lambda registry: simfleet.base_image(registry, 10), timeout=120)
+                           base_image=lambda registry: simfleet.base_image(registry, 10), timeout=120,
+                           subnet="127.78")
         base = simfleet._simregistry.lookup("%s@%s" % (simfleet.IMAGE_NAME, info["base"]), str(sim.registry))
         target = simfleet.image(sim.registry, "2.0", [(layer["digest"], layer["size"]) for layer in base["layers"]]
                                 + [simfleet.layer("compare", 5)])
