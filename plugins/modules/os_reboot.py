@@ -14,11 +14,12 @@ short_description: Reboot a host with a given command and wait for its new boot 
 version_added: 0.1.0
 description:
   - Reads the host's boot id with O(boot_time_command), runs O(reboot_command), then reads
-    the boot id again every O(poll_interval) seconds, over a fresh connection each time,
-    until it differs from the first one or O(reboot_timeout) seconds have passed.
-  - Unlike M(ansible.builtin.reboot), it polls at a fixed interval rather than backing off
-    exponentially (1, 2, 4, 8, 12 s), so a host that is back after 12 s is noticed within
-    about O(poll_interval) seconds rather than after about 16 s; and it gathers no facts.
+    the boot id again, over a fresh connection each time, until it differs from the first one or
+    O(reboot_timeout) seconds have passed. The wait between two reads is O(poll_interval), or a tenth of the
+    time since the reboot command when that is more (at most 5 s).
+  - Unlike M(ansible.builtin.reboot), it does not back off exponentially (1, 2, 4, 8, 12 s), so a host that is
+    back after 12 s is noticed within about 1.2 s rather than after about 16 s, and a host that takes a minute
+    is read some 40 times at O(poll_interval=0.5) rather than 120; and it gathers no facts.
   - A host that never comes back ends B(failed), not unreachable, with RV(went_down)
     telling whether a check found it down.
   - When O(boot_time_command) does not print a boot id before the reboot, the task fails
@@ -67,7 +68,8 @@ options:
     default: 600
   poll_interval:
     description:
-      - Seconds between two reads of the boot id; more than V(0).
+      - Seconds between two reads of the boot id, while a tenth of the time since the reboot command is less;
+        more than V(0).
     type: float
     default: 1.0
   connect_timeout:

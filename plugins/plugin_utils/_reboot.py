@@ -115,6 +115,18 @@ def reset(connection):
         pass
 
 
+# The wait between two polls of the boot id grows with the time since the reboot command, to this share of it and
+# at most POLL_MAX seconds: a new boot is seen within a tenth of its own length (at least poll_interval), and a host
+# that takes a minute to boot is polled some 40 times, not 120 (each poll an ssh connection of the controller's).
+POLL_SHARE = 0.1
+POLL_MAX = 5.0
+
+
+def poll_delay(poll_interval, elapsed):
+    """Seconds to wait before the next poll, ``elapsed`` seconds after the reboot command."""
+    return max(poll_interval, min(POLL_MAX, elapsed * POLL_SHARE))
+
+
 def reboot(action, args):
     """Read the boot id, run the reboot command and poll the boot id until it changes.
 
@@ -156,15 +168,19 @@ def reboot(action, args):
     last_error = "the boot id did not change"
     went_down = False
     back = False
+    answered = True
     try:
         while True:
-            action._sleep(args["poll_interval"])
-            # A control master to a host that went down may linger: start a fresh connection.
-            reset(connection)
+            action._sleep(poll_delay(args["poll_interval"], action._clock() - start))
+            # A control master to a host that went down may linger: start a fresh connection. After a poll the
+            # host did not answer there is none.
+            if answered:
+                reset(connection)
+            answered = True
             try:
                 now = read_boot_id(action, args["boot_time_command"])
             except AnsibleConnectionFailure as exc:
-                went_down = True
+                went_down, answered = True, False
                 last_error = to_text(exc).strip().splitlines()[-1] if to_text(exc).strip() else "unreachable"
             except AnsibleError as exc:
                 last_error = to_text(exc)

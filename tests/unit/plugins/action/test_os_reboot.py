@@ -67,15 +67,16 @@ def test_back_after_the_boot_id_changes_at_the_poll_interval():
     assert result["rebooted"] is True and result["changed"] is True and result["went_down"] is True
     assert result["boot_id_before"] == "old-id"      # the login's noise before it is dropped
     assert result["boot_id"] == "new-id"
-    assert host.sleeps == [0.5, 0.5, 0.5, 0.5]        # a fixed interval, no back-off
+    assert host.sleeps == [0.5, 0.5, 0.5, 0.5]        # the interval, while a tenth of the wait is less
     assert result["elapsed"] == 2.0
     assert host.commands == [BOOT, REBOOT, BOOT, BOOT, BOOT, BOOT]
     assert result["cmd"] == REBOOT                    # the command that ran, for -v and the rescue
     # The timeout of the connection is set for the polls and then restored.
     connection.set_option.assert_any_call("timeout", 5)
     assert connection.set_option.call_args_list[-1].args == ("timeout", 10)
-    # A fresh connection for each poll; the one that read the new boot id is kept for the next task.
-    assert connection.reset.call_count == 4
+    # A fresh connection for each poll after one the host answered (none is left after one it did not); the one
+    # that read the new boot id is kept for the next task.
+    assert connection.reset.call_count == 2
 
 
 def test_never_back_fails_after_the_timeout_not_unreachable():
@@ -83,9 +84,35 @@ def test_never_back_fails_after_the_timeout_not_unreachable():
     result = run(host, reboot_timeout=20, poll_interval=1)
     assert result["failed"] is True
     assert result["rebooted"] is False and result["went_down"] is True and result["boot_id"] is None
-    assert result["elapsed"] == 20
-    assert len(host.sleeps) == 20
+    assert result["elapsed"] >= 20
+    # The interval while a tenth of the time waited is less, then a tenth of it.
+    assert host.sleeps[:10] == [1] * 10 and len(host.sleeps) < 20
+    waited = 0.0
+    for seconds in host.sleeps:
+        assert seconds == pytest.approx(max(1, min(5.0, waited / 10))), host.sleeps
+        waited += seconds
     assert "within 20 s" in result["msg"] and "Connection refused" in result["msg"]
+
+
+def test_a_slow_boot_is_polled_less_and_seen_within_a_tenth_of_its_length():
+    # Down from the first poll for 60 s (at the interval of 0.5 s, 120 polls), then back.
+    host = Host([None] * 1000)
+    host.polls = _Down(host, 60.0)
+    result = run(host, reboot_timeout=600, poll_interval=0.5)
+    assert result["rebooted"] is True and result["boot_id"] == "new-id"
+    assert len(host.sleeps) <= 45, len(host.sleeps)
+    assert 60.0 <= result["elapsed"] <= 60.0 * 1.1 + 0.5, result["elapsed"]
+
+
+class _Down(list):
+    """Polls that find the host down until ``until`` seconds on its clock, then its new boot id."""
+
+    def __init__(self, host, until):
+        super().__init__([None])
+        self.host, self.until, self.start = host, until, host.now
+
+    def pop(self, index=-1):
+        return None if self.host.now - self.start < self.until else "new-id"
 
 
 def test_never_went_down_says_so():
@@ -231,4 +258,5 @@ def test_a_host_that_never_came_back_has_its_connection_dropped_after_the_last_p
     host = Host([None] * 100)
     result = run(host, reboot_timeout=3, poll_interval=1)
     assert result["failed"] and len(host.sleeps) == 3
-    assert host.connection.reset.call_count == 3 + 1
+    # Before the first poll, and after the last: no master is left after a poll the host did not answer.
+    assert host.connection.reset.call_count == 1 + 1
