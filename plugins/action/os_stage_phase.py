@@ -155,4 +155,3 @@ class ActionModule(HostStep):
             auth_file=auth_file or None, phase=phase, job=job,
             timeout=args["timeout"] + 15, job_timeout=args["timeout"] if phase == "start" else 0)
         return _backends.backend(args["backend"]).stage(host, params, check_mode)
-

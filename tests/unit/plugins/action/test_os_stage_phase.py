@@ -54,8 +54,8 @@ def test_start_starts_the_stage_detached_with_the_credentials_found_and_finish_c
         "started", "job-1", "/etc/ostree/auth.json", False)
     # The job is bound by the timeout; the probe was one command, given the file as an argument.
     assert steps["stage"] == [("start", None, "/etc/ostree/auth.json", 300, False)]
-    (argv, _), = steps["host"]["calls"]
-    assert argv[:2] == ["sh", "-c"] and argv[-1] == "/etc/ostree/auth.json"
+    (argv, given), = steps["host"]["calls"]
+    assert argv[:2] == ["sh", "-c"] and argv[-1] == "/etc/ostree/auth.json" and given["data"] is None
     done = run_action(os_stage_phase, dict(image=IMAGE, phase="finish", started=started, timeout=300))
     assert steps["stage"][1] == ("finish", "job-1", "/etc/ostree/auth.json", 300, False)
     assert {k: done[k] for k in ("status", "changed", "stage_start", "staged_at", "staged_checksum", "digest",

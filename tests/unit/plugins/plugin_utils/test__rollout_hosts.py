@@ -15,6 +15,8 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils import _resume, _
 TARGET = "sha256:" + "c" * 64
 OLD = "sha256:" + "d" * 64
 NOW = 10000.0
+# The lease a killed run left: it rebooted the host into TARGET and did not verify it.
+KILLED = {"rollout": "killed", "phase": "rebooting", "target_digest": TARGET, "released": False}
 
 
 def plan(host, action, **extra):
@@ -52,9 +54,7 @@ def test_every_host_is_decided_once_with_its_lease_its_book_entry_and_its_plays(
         "n2": {"os_plan_lease_result": acquired(), "fleetos_pool": "a", "fleetos_fleetlock_url": "http://fl"},
         "n3": {"os_plan_lease_result": acquired(), "fleetos_rollout_windows": [{"days": ["Sat"]}]},
         "n4": {"os_plan_lease_result": acquired()},
-        "n5": {"os_plan_lease_result": acquired(previous={"rollout": "killed", "phase": "rebooting",
-                                                              "target_digest": TARGET, "released": False}),
-               "os_plan_result": plan("n5", "unchanged")},
+        "n5": {"os_plan_lease_result": acquired(previous=KILLED), "os_plan_result": plan("n5", "unchanged")},
         "n6": {"os_plan_lease_result": {"skipped": True}},
     }
     decided = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n2", "n3", "n4", "n5", "n6"], now=NOW)
