@@ -13,7 +13,7 @@ module: os_stage_phase
 short_description: Stage an OS image for the next boot in one task, recording the stage as the role os_stage does
 version_added: 0.3.0
 description:
-  - The role M(fleetos.layering.os_stage) in one task, so that a fleet pays one task per host and phase. Checks that
+  - The role C(fleetos.layering.os_stage) in one task, so that a fleet pays one task per host and phase. Checks that
     the image is digest-pinned, looks on the host for the registry credentials O(auth_file) and a container layer
     cache in one command, fetches the layers first when O(pull) asks for it (as M(fleetos.layering.os_image_pull)
     does, the digest checked before any blob), and stages the image with its finalization locked as
