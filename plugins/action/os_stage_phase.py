@@ -15,7 +15,7 @@ import re
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _params, _pull
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, sentence
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line, sentence
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
 
 ARGUMENT_SPEC = dict(
@@ -32,8 +32,6 @@ ARGUMENT_SPEC = dict(
 )
 DIGEST_PINNED = re.compile(r"^[^@]+@sha256:[0-9a-f]{64}$")
 ERROR_MAX = 400
-# What the start tells the finish, besides the record.
-CARRIED = ("job", "pull_first", "auth_file")
 
 
 class StageFailed(Exception):
@@ -54,7 +52,7 @@ def record(status, stage_start, digest, changed=False, staged_at=None, staged_ch
 
 
 def failed_record(stage_start, digest, step, msg):
-    text = " ".join(str(msg or "failed").split())
+    text = one_line(msg, "failed")
     if len(text) > ERROR_MAX:
         text = text[:ERROR_MAX - 3] + "..."
     return record("failed", stage_start, digest, error="%s: %s" % (step, text))

@@ -132,9 +132,9 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
             value = values.get(variable)
             me[key] = default if value is None or (value in ("", []) and key != "max_unavailable") else value
         described.append(me)
-        if activate and action in TO_ACTIVATE:
-            (first if goes_first else rest).append(host)
         in_book = activate and action in TO_ACTIVATE
+        if in_book:
+            (first if goes_first else rest).append(host)
         chosen = {
             "stage": action == "stage",
             "active": action == "stage" or in_book or bool(plan.get("release_slot")),

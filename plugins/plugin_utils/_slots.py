@@ -215,9 +215,7 @@ def try_acquire(book, host, now, take=True, activation_seconds=0):
         return _give_up(book, host, closed, now)
     if state == "queued":
         entry.update(state="waiting", asked_at=float(now))
-    before = book["order"][:book["order"].index(host)]
-    if any(book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] == "queued" and book["hosts"][h].get("first")
-           for h in before) and float(now) - entry["asked_at"] < book.get("settle", SETTLE):
+    if _first_ahead(book, host) and float(now) - entry["asked_at"] < book.get("settle", SETTLE):
         return "wait", None
     free = budget - len(_pool_hosts(book, pool, ("holding", "lost")))
     if free > 0 and host in _pool_hosts(book, pool, ("waiting",))[:free]:
@@ -227,6 +225,13 @@ def try_acquire(book, host, now, take=True, activation_seconds=0):
         book["grants"].append(host)
         return "granted", None
     return "wait", None
+
+
+def _first_ahead(book, host):
+    """The hosts before ``host`` in its pool's rollout order that go first and have not asked for a slot yet."""
+    pool = book["hosts"][host]["pool"]
+    return [h for h in book["order"][:book["order"].index(host)] if book["hosts"][h]["pool"] == pool
+            and book["hosts"][h].get("first") and book["hosts"][h]["state"] == "queued"]
 
 
 def free_slots(book, pool):
@@ -255,9 +260,7 @@ def park_reason(book, host, running):
     if len(_failures(book)) >= book["max_failures"]:
         return None
     pool = entry["pool"]
-    before = book["order"][:book["order"].index(host)]
-    ahead = [h for h in before if book["hosts"][h]["pool"] == pool and book["hosts"][h].get("first")
-             and book["hosts"][h]["state"] == "queued" and h in running]
+    ahead = [h for h in _first_ahead(book, host) if h in running]
     if ahead:
         return "%s of pool %s, which a killed run left rebooted or holding a FleetLock slot, goes first" % (
             ", ".join(ahead), pool)
