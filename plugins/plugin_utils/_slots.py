@@ -254,20 +254,32 @@ def park_reason(book, host, running):
     entry = book["hosts"].get(host)
     if entry is None or entry["state"] not in ("queued", "waiting") or book["stop"] or entry.get("first"):
         return None
-    if entry["pool"] in (book.get("windows_closed") or {}):
-        # Its window closed: let it ask, to be told so at once.
-        return None
-    if len(_failures(book)) >= book["max_failures"]:
-        return None
     pool = entry["pool"]
+    if _asks_at_once(book, pool):
+        return None
     ahead = [h for h in _first_ahead(book, host) if h in running]
     if ahead:
         return "%s of pool %s, which a killed run left rebooted or holding a FleetLock slot, goes first" % (
             ", ".join(ahead), pool)
-    holding = _pool_hosts(book, pool, ("holding",))
-    if free_slots(book, pool) > 0 or not any(h in running for h in holding):
+    if not _held_by_running(book, pool, running):
         return None
     return "every budget slot of pool %s is held (%s)" % (pool, ", ".join(holders(book, pool)))
+
+
+def _asks_at_once(book, pool):
+    # A stopped run, a closed window (the host is told so at once) or max_failures reached: no host of the pool waits.
+    return bool(book["stop"]) or pool in (book.get("windows_closed") or {}) or len(_failures(book)) >= book["max_failures"]
+
+
+def _held_by_running(book, pool, running):
+    return free_slots(book, pool) <= 0 and any(h in running for h in _pool_hosts(book, pool, ("holding",)))
+
+
+def pool_parks(book, pool, running):
+    """Whether park_reason() parks every host of ``pool`` that is about to ask and does not go first: its
+    slots are all held and a holder is among ``running``. One look for a whole pool: the strategy asks it
+    once per pool, not once per waiting host (each of those looks reads the whole book)."""
+    return not _asks_at_once(book, pool) and _held_by_running(book, pool, running)
 
 
 def lease_can_wait(book, host):

@@ -27,6 +27,10 @@ description:
     its slots one after the other, whatever the forks.
   - Every 30 seconds while hosts wait for a slot, one line per pool names them and the hosts that hold the pool's
     slots.
+  - Its loop costs the controller less than C(free)'s, which looks at the next task of every host of the play
+    about once a millisecond - most of the controller's CPU in a rollout, and more the more hosts wait. It does
+    not look again at a host at work or done, and when nothing was started and nothing came back it waits for a
+    result (or a write of a book of slots, or a second) before it looks again. What runs is what C(free) runs.
   - A host that asks when no holder of its pool is at work in the play (the slots are held by hosts that did
     not come back, or by another run through FleetLock) is not parked - it asks and waits in its task, up to
     the slot timeout, as with any other strategy.
@@ -60,6 +64,21 @@ IDLE_RELEASE = 30.0
 LOOK_AGAIN = 1.0
 # Seconds between two lines that name the hosts waiting for a budget slot and the hosts that hold them.
 SAY_EVERY = 30.0
+# Seconds between two looks for a result while nothing was started and nothing came back.
+WAIT_STEP = 0.005
+
+
+class _Busy:
+    """What a look at the next task of a host at work answers: it has work (the result it waits for)."""
+
+    def __bool__(self):
+        return True
+
+    def __str__(self):
+        return "(the host is at work)"
+
+
+BUSY = _Busy()
 
 
 def own_facts(variable_manager, names):
@@ -127,11 +146,61 @@ class StrategyModule(FreeStrategyModule):
         self._idle_since = None
         self._looked_at = 0.0
         self._said_at = None
+        self._inside = 0         # > 0 while ansible-core's own code handles a result or a meta task
+        self._acted = False      # a task was queued, parked or run since the last look for results
 
     def run(self, iterator, play_context):
         self._iterator = iterator
         own_facts(self._variable_manager, [host.get_name() for host in self._inventory.get_hosts(iterator._play.hosts)])
-        return super().run(iterator, play_context)
+        iterator.get_next_task_for_host = self._next_task(iterator.get_next_task_for_host)
+        try:
+            return super().run(iterator, play_context)
+        finally:
+            del iterator.get_next_task_for_host
+
+    # -- the cost of a pass ------------------------------------------------------------
+
+    def _next_task(self, real):
+        """ansible-core's C(free) loop looks at the next task of every host of the play on every pass, about
+        once a millisecond: a copy and a walk of the host's state each, most of the controller's CPU in a
+        rollout (a host at work or done answers the same on every pass). Between its own passes the loop only
+        asks whether a host has work: a host at work answers that it has (the result it waits for), a host done
+        that it has none, without a copy. ansible-core's own looks (a failed result, a meta task) get the real
+        answer."""
+        def next_task(host, peek=False):
+            if peek and not self._inside:
+                name = host.get_name()
+                if self._blocked_hosts.get(name, False):
+                    return None, BUSY
+                try:
+                    state = self._iterator.get_state_for_host(name)
+                except KeyError:
+                    state = None
+                if state is not None and state.run_state == IteratingStates.COMPLETE:
+                    return state, None
+            return real(host, peek=peek)
+        return next_task
+
+    def _execute_meta(self, task, play_context, iterator, target_host):
+        self._acted = True
+        self._inside += 1
+        try:
+            return super()._execute_meta(task, play_context, iterator, target_host)
+        finally:
+            self._inside -= 1
+
+    def _await_change(self):
+        """Nothing was started and nothing came back, and hosts are at work or parked: wait for a result (its host may go
+        on), a request of a worker, a book with parked hosts written, or LOOK_AGAIN seconds, instead of another
+        pass over every host of the play."""
+        until = self._clock() + LOOK_AGAIN
+        rpc = getattr(self, "_rpc_queue", None)  # ansible-core 2.22: requests of the workers
+        while not self._results and not self._tqm._terminated and self._clock() < until:
+            if rpc is not None and not rpc.empty():
+                return
+            if self._parked and self._books_changed():
+                return
+            time.sleep(WAIT_STEP)
 
     # -- the book ----------------------------------------------------------------------
 
@@ -168,8 +237,10 @@ class StrategyModule(FreeStrategyModule):
             book = _slots.read_book(path)
         except _slots.SlotError:
             return None
-        # The slot holders, once per version of the book: every other task of the play looks at them.
+        # The slot holders and each host's place in the rollout order, once per version of the book: every other
+        # task of the play looks at the holders, every look at the parked hosts at their places.
         book["_holders"] = [h for h in book["order"] if book["hosts"][h]["state"] == "holding"]
+        book["_position"] = {h: i for i, h in enumerate(book["order"])}
         self._books[path] = (identity, book)
         return book
 
@@ -218,6 +289,7 @@ class StrategyModule(FreeStrategyModule):
     # -- the strategy's hooks ----------------------------------------------------------
 
     def _queue_task(self, host, task, task_vars, play_context):
+        self._acted = True
         path = self._book_path(task_vars)
         if path is not None:
             gate = self._is_gate(task)
@@ -229,9 +301,16 @@ class StrategyModule(FreeStrategyModule):
         super()._queue_task(host, task, task_vars, play_context)
 
     def _process_pending_results(self, iterator, one_pass=False, max_passes=None):
-        results = super()._process_pending_results(iterator, one_pass=one_pass, max_passes=max_passes)
+        self._inside += 1
+        try:
+            results = super()._process_pending_results(iterator, one_pass=one_pass, max_passes=max_passes)
+        finally:
+            self._inside -= 1
         if self._parked and (results or self._books_changed() or self._clock() - self._looked_at >= LOOK_AGAIN):
             self._let_go()
+        if not results and not self._acted and (self._pending_results > 0 or self._parked):
+            self._await_change()
+        self._acted = False
         return results
 
     def _books_changed(self):
@@ -252,15 +331,33 @@ class StrategyModule(FreeStrategyModule):
         elif self._idle_since is None:
             self._idle_since = now
         stuck = self._idle_since is not None and now - self._idle_since >= IDLE_RELEASE
-        waiting = []
+        waiting, full = [], {}
         for item in self._order(self._parked):
             path, gate, host = item[0], item[1], item[2].get_name()
+            if not stuck and gate and self._pool_full(path, host, full):
+                waiting.append(item)
+                continue
             if stuck or self._may_run(path, host, gate)[0]:
+                self._acted = True
                 super()._queue_task(*item[2:])
             else:
                 waiting.append(item)
         self._parked = waiting
         self._say(now)
+
+    def _pool_full(self, path, host, full):
+        """Whether ``host``, parked before its slot request, stays parked because every slot of its pool is held
+        by a host at work (_slots.pool_parks), looked at once per pool and look at the parked hosts (``full``
+        keeps the answers): with a thousand hosts waiting, a look per host reads the whole book a thousand
+        times."""
+        book = self._read_book(path)
+        entry = (book or {}).get("hosts", {}).get(host)
+        if entry is None or entry["state"] not in ("queued", "waiting") or entry.get("first"):
+            return False
+        key = (path, entry["pool"])
+        if key not in full:
+            full[key] = _slots.pool_parks(book, entry["pool"], self._running)
+        return full[key]
 
     def _say(self, now):
         """Every SAY_EVERY seconds while hosts wait for a slot: which, and who holds their pools' slots."""
@@ -289,7 +386,6 @@ class StrategyModule(FreeStrategyModule):
         """Slot requests first, each book's in its rollout order; then the other tasks as they were parked."""
         def position(item):
             book = self._books.get(item[0], (None, {}))[1]
-            order = book.get("order") or []
-            name = item[2].get_name()
-            return (0 if item[1] else 1, order.index(name) if item[1] and name in order else len(order))
+            places = book.get("_position") or {}
+            return (0 if item[1] else 1, places.get(item[2].get_name(), len(places)) if item[1] else len(places))
         return sorted(parked, key=position)

@@ -384,6 +384,19 @@ def test_a_host_is_parked_while_a_holder_at_work_has_every_slot_of_its_pool():
     assert _slots.free_slots(b, "a") == 0 and _slots.free_slots(b, "b") == 1
 
 
+def test_a_whole_pool_is_parked_at_one_look_as_each_of_its_hosts_would_be():
+    b = running_book()
+    assert _slots.pool_parks(b, "a", running={"n1"}) is True
+    assert _slots.pool_parks(b, "b", running={"n1"}) is False    # a free slot
+    assert _slots.pool_parks(b, "a", running={"n2"}) is False    # the holder left the play
+    # Every host of a pool that pool_parks parks is parked by park_reason too, and the other way round.
+    for running in ({"n1", "n2", "n3"}, {"n2", "n3"}):
+        assert all((_slots.park_reason(b, h, running) is not None) == _slots.pool_parks(b, "a", running)
+                   for h in ("n2", "n3"))
+    b["stop"] = "max_failures"
+    assert _slots.pool_parks(b, "a", running={"n1"}) is False
+
+
 def test_a_host_is_parked_while_a_host_that_goes_first_is_at_work_and_has_not_asked():
     # n2 goes first (a killed run rebooted it; it may hold the FleetLock slot the pool needs). However
     # long n2 takes to come to its request, n3 waits off the forks while n2 is at work: the book's

@@ -55,6 +55,7 @@ class Inventory:
 
 class TQM:
     _unreachable_hosts = {}
+    _terminated = False
 
 
 def strategy(path, forks=4, iterator=None):
@@ -66,6 +67,7 @@ def strategy(path, forks=4, iterator=None):
     module._idle_since, module._looked_at, module._said_at = None, 0.0, None
     module._tqm, module._inventory = TQM(), Inventory()
     module._blocked_hosts, module._pending_results, module._workers = {}, 0, [None] * forks
+    module._inside, module._acted, module._results = 0, False, []
     module.queued = []
     return module
 
@@ -115,6 +117,25 @@ def test_a_slot_request_waits_off_the_forks_until_its_pool_has_a_free_slot(tmp_p
     # The slot is spoken for until n2 asks: n3 stays.
     module._let_go()
     assert module.queued == ["n4", "n2"] and len(module._parked) == 1
+
+
+def test_the_hosts_of_a_full_pool_stay_parked_at_one_look_for_the_pool(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book = _slots.new_book([{"host": "n%d" % i, "pool": "a"} for i in range(1, 41)], {"a": 1}, 2, now=0)
+    assert _slots.try_acquire(book, "n1", 1)[0] == "granted"
+    path = write(tmp_path, book)
+    module = strategy(path)
+    acquire = Task("fleetos.layering.os_activate_slot", "acquire")
+    for i in range(2, 41):
+        queue(module, "n%d" % i, acquire, path)
+    assert module.queued == [] and len(module._parked) == 39
+    looks = []
+    monkeypatch.setattr(_slots, "park_reason", lambda *a: looks.append(a) or "held")
+    pool_looks = []
+    pool_parks = _slots.pool_parks
+    monkeypatch.setattr(_slots, "pool_parks", lambda *a: pool_looks.append(a) or pool_parks(*a))
+    module._let_go()
+    assert len(module._parked) == 39 and looks == [] and len(pool_looks) == 1
 
 
 def test_a_slot_request_asks_when_no_holder_of_its_pool_is_at_work(tmp_path, monkeypatch):
@@ -251,3 +272,60 @@ def test_each_host_gets_cached_facts_of_its_own_before_the_activation():
     manager.set_host_facts("node02", {"os_activate_next": "health"})
     assert [_cached_facts(manager, name).get("os_activate_next") for name in names] == ["post", "health", None]
     assert slots.own_facts(manager, names) == []
+
+
+def test_a_pass_looks_at_no_host_at_work_or_done():
+    looked = []
+
+    def real(host, peek=False):
+        looked.append((host.name, peek))
+        return "state", "task"
+
+    module = strategy(None, iterator=Iterator(done=["n3"]))
+    module._blocked_hosts["n1"] = True
+    next_task = module._next_task(real)
+    assert next_task(Host("n1"), peek=True) == (None, slots.BUSY) and slots.BUSY
+    state, task = next_task(Host("n3"), peek=True)
+    assert task is None and state.run_state == IteratingStates.COMPLETE
+    assert next_task(Host("n2"), peek=True) == ("state", "task")
+    assert looked == [("n2", True)]
+    # ansible-core's own looks (a result, a meta task) and every advance get the real answer.
+    module._inside = 1
+    assert next_task(Host("n1"), peek=True) == ("state", "task")
+    module._inside = 0
+    assert next_task(Host("n1")) == ("state", "task")
+    assert looked == [("n2", True), ("n1", True), ("n1", False)]
+
+
+def test_with_nothing_started_and_nothing_back_the_loop_waits_for_a_result(tmp_path, monkeypatch):
+    module = strategy(None)
+    clock = [0.0]
+    module._clock = lambda: clock[0]
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        clock[0] += seconds
+        if len(slept) == 3:
+            module._results.append("a result")
+    monkeypatch.setattr(slots.time, "sleep", sleep)
+    monkeypatch.setattr(slots.FreeStrategyModule, "_process_pending_results", lambda self, *a, **k: [])
+    module._pending_results = 1
+    module._process_pending_results(None)
+    assert slept == [slots.WAIT_STEP] * 3
+    # A task queued in the pass: no wait, the next pass may find more to start.
+    del slept[:]
+    module._results = []
+    module._acted = True
+    module._process_pending_results(None)
+    assert slept == [] and module._acted is False
+    # Nothing at work and nobody parked: no wait either (the play is ending).
+    module._pending_results = 0
+    module._process_pending_results(None)
+    assert slept == []
+    # Without a result the wait ends after LOOK_AGAIN seconds, to look at the parked hosts again.
+    module._pending_results = 1
+    clock[0] = 100.0
+    monkeypatch.setattr(slots.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    module._process_pending_results(None)
+    assert 100.0 + slots.LOOK_AGAIN <= clock[0] < 100.0 + slots.LOOK_AGAIN + 2 * slots.WAIT_STEP
