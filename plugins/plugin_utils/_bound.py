@@ -47,8 +47,26 @@ def seconds_text(seconds):
 
 
 def children(pid=None, proc="/proc"):
-    """The ids of the processes whose parent is ``pid`` (this process), read from ``proc``."""
+    """The ids of the processes whose parent is ``pid`` (this process), read from ``proc``: the kernel's list of
+    each thread's children (``task/TID/children``, one small read per thread) where it keeps one, else a look at
+    every process's parent (a scan that grows with the processes of the machine)."""
     pid = os.getpid() if pid is None else pid
+    try:
+        return _listed_children(pid, proc)
+    except OSError:
+        return _scanned_children(pid, proc)
+
+
+def _listed_children(pid, proc):
+    found = set()
+    tasks = os.path.join(proc, str(pid), "task")
+    for tid in os.listdir(tasks):
+        with open(os.path.join(tasks, tid, "children"), "rb") as handle:
+            found.update(int(word) for word in handle.read().split())
+    return found
+
+
+def _scanned_children(pid, proc):
     found = set()
     try:
         names = os.listdir(proc)

@@ -104,7 +104,26 @@ def test_a_real_child_that_hangs_is_ended_after_the_bound():
     assert time.monotonic() - began < 30
 
 
+def test_children_reads_the_kernels_list_of_each_thread(tmp_path):
+    for tid, listed in (("42", "10 11 "), ("43", "12\n"), ("44", "")):
+        (tmp_path / "42" / "task" / tid).mkdir(parents=True)
+        (tmp_path / "42" / "task" / tid / "children").write_text(listed)
+    # A process scan would find none: no process has a stat file here.
+    assert _bound.children(42, proc=str(tmp_path)) == {10, 11, 12}
+
+
+def test_children_sees_a_child_of_its_own():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert proc.pid in _bound.children()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.pid not in _bound.children()
+
+
 def test_children_reads_the_parent_of_each_process(tmp_path):
+    """Without the kernel's lists (no task/TID/children): the parent of every process."""
     for pid, stat in (("10", "10 (ssh) S 42 10"), ("11", "11 (a (b) c) S 42 11"), ("12", "12 (sh) S 1 12"),
                       ("self", "99 (x) S 42 1")):
         (tmp_path / pid).mkdir()
