@@ -224,7 +224,11 @@ def tree_rss_kib(roots, children, rss_kib, seen=None):
 
 class ProcTree:
     """The process tree as /proc shows it (proc: another root, for tests): each process's parent from
-    /proc/PID/stat, its RSS from VmRSS in /proc/PID/status.
+    /proc/PID/stat, its RSS from VmRSS in /proc/PID/status, its PSS from Pss in /proc/PID/smaps_rollup.
+
+    RSS counts every page a process maps: ansible-playbook's forks share most of their pages with it (copy on
+    write), so the summed RSS of the tree counts those pages once per fork. PSS divides each page among the
+    processes that map it, so the summed PSS of the tree is the memory it takes.
 
     Kernels without CONFIG_PROC_CHILDREN have no /proc/PID/task/*/children, so each sample lists /proc;
     a process found outside the trees is not read again (an orphan goes to its subreaper or to init, so
@@ -261,9 +265,22 @@ class ProcTree:
             pass
         return 0
 
-    def sample(self, root, me):
+    def pss_kib(self, pid):
+        """Pss of the process in KiB (its share of every page it maps); 0 once it ended, or without
+        smaps_rollup (kernels before 4.14)."""
+        try:
+            with open("%s/%d/smaps_rollup" % (self.proc, pid), "rb") as handle:
+                for line in handle:
+                    if line.startswith(b"Pss:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0
+
+    def sample(self, root, me, with_pss=False):
         """(KiB of root and its descendants, KiB of the ssh children of me other than root and their
-        descendants: the ssh ControlPersist masters me adopted as child subreaper), read at one time."""
+        descendants: the ssh ControlPersist masters me adopted as child subreaper), read at one time; with
+        with_pss, then the same two as PSS."""
         pids = [int(name) for name in os.listdir(self.proc) if name.isdigit()]
         self.outside.intersection_update(pids)
         children, comm, read = {}, {}, []
@@ -285,7 +302,11 @@ class ProcTree:
         masters = [pid for pid in kids(me) if pid != root and comm.get(pid) == "ssh"]
         adopted = tree_rss_kib(masters, kids, self.rss_kib, seen)
         self.outside.update(pid for pid in read if pid not in seen)
-        return tree, adopted
+        if not with_pss:
+            return tree, adopted
+        seen = set()
+        pss_tree = tree_rss_kib([root], kids, self.pss_kib, seen)
+        return tree, adopted, pss_tree, tree_rss_kib(masters, kids, self.pss_kib, seen)
 
 
 def parents(proc="/proc"):
@@ -300,23 +321,27 @@ def parents(proc="/proc"):
 
 
 class RssSampler:
-    """Samples a process tree's RSS (ProcTree.sample) every interval seconds from start() to stop():
-    .peak_kib, the peak of root's tree; .peak_with_masters_kib, the peak of that tree plus the ssh
-    masters we adopted, summed at the same instant; .samples. A peak between two samples is missed."""
+    """Samples a process tree's RSS and PSS (ProcTree.sample) every interval seconds from start() to stop():
+    .peak_kib, the peak RSS of root's tree; .peak_with_masters_kib, the peak of that tree plus the ssh
+    masters we adopted, summed at the same instant; .peak_pss_kib and .peak_pss_with_masters_kib, the same
+    as PSS; .samples. A peak between two samples is missed."""
 
     def __init__(self, root, interval=RSS_INTERVAL, tree=None):
         self.root, self.interval, self.tree = root, interval, tree or ProcTree()
         self.peak_kib = self.peak_with_masters_kib = self.samples = 0
+        self.peak_pss_kib = self.peak_pss_with_masters_kib = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
     def _run(self):
         me = os.getpid()
         while True:
-            tree, masters = self.tree.sample(self.root, me)
+            tree, masters, pss, pss_masters = self.tree.sample(self.root, me, with_pss=True)
             self.samples += 1
             self.peak_kib = max(self.peak_kib, tree)
             self.peak_with_masters_kib = max(self.peak_with_masters_kib, tree + masters)
+            self.peak_pss_kib = max(self.peak_pss_kib, pss)
+            self.peak_pss_with_masters_kib = max(self.peak_pss_with_masters_kib, pss + pss_masters)
             if self._done.wait(self.interval):
                 return
 
@@ -353,7 +378,8 @@ def run_playbook(argv, log_path, what, quiet_localhost=False):
     .subreaper false: the masters could not be adopted, .cpu_ssh is 0), .peak_rss_kib (the peak summed
     RSS of ansible-playbook and all its descendants: forks, ssh clients), .peak_rss_with_masters_kib
     (that tree plus the ssh masters we adopted, at the same instants; the tree alone without
-    .subreaper), .rss_samples (one each RSS_INTERVAL, see RssSampler) and .recap ({host: counts});
+    .subreaper), .peak_pss_kib and .peak_pss_with_masters_kib (the same as PSS: the memory the tree takes,
+    shared pages counted once), .rss_samples (one each RSS_INTERVAL, see RssSampler) and .recap ({host: counts});
     the output goes to log_path; BenchError naming `what` when it fails."""
     subreaper = _subreaper(True)
     cpu0, ssh0 = controller_cpu()
@@ -368,6 +394,7 @@ def run_playbook(argv, log_path, what, quiet_localhost=False):
     proc.cpu = proc.cpu_ansible + proc.cpu_ssh
     proc.subreaper = subreaper
     proc.peak_rss_kib, proc.peak_rss_with_masters_kib = rss.peak_kib, rss.peak_with_masters_kib
+    proc.peak_pss_kib, proc.peak_pss_with_masters_kib = rss.peak_pss_kib, rss.peak_pss_with_masters_kib
     proc.rss_samples = rss.samples
     log_path.write_text(proc.stdout)
     proc.recap = {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)),

@@ -26,7 +26,8 @@ everything it started (RUSAGE_CHILDREN around the run, plus the ssh ControlPersi
 masters it leaves behind); overhead per host is (rollout - pooled floor) / N and CPU / N.
 Controller memory is the peak of the summed RSS of ansible-playbook and all its descendants
 (forks, ssh clients), sampled from /proc every 0.2 s during each run, and that tree plus the
-ssh masters. Every playbook runs with --forks (default: N; below N fewer hosts run at once).
+ssh masters; and the same as PSS, which counts once the pages the forks share with
+ansible-playbook (the summed RSS counts them once per fork at work). Every playbook runs with --forks (default: N; below N fewer hosts run at once).
 
 The lab is made to behave like a fleet (DESIGN.md, "Figures the project is measured
 by"): each bench node's link is shaped (--rate, 80mbit) and every boot of a bench node is
@@ -444,9 +445,13 @@ class Bench:
 
 def rss(proc):
     """The memory figures of a run_playbook process, MiB: the peak summed RSS of ansible-playbook and its
-    descendants, and of that tree plus the ssh masters (None when they could not be adopted)."""
+    descendants, and of that tree plus the ssh masters (None when they could not be adopted); the same as PSS
+    (the forks' pages shared with ansible-playbook counted once)."""
     return {"peak_rss_mib": round(proc.peak_rss_kib / 1024, 1),
             "peak_rss_with_ssh_masters_mib": round(proc.peak_rss_with_masters_kib / 1024, 1)
+            if proc.subreaper else None,
+            "peak_pss_mib": round(proc.peak_pss_kib / 1024, 1),
+            "peak_pss_with_ssh_masters_mib": round(proc.peak_pss_with_masters_kib / 1024, 1)
             if proc.subreaper else None,
             "rss_samples": proc.rss_samples}
 
@@ -455,8 +460,9 @@ def fmt_rss(run):
     """'peak RSS NNN MiB (process tree)' of a run's figures (rss()), with the ssh masters when counted."""
     text = "peak RSS %.0f MiB (process tree)" % run["peak_rss_mib"]
     if run["peak_rss_with_ssh_masters_mib"] is None:
-        return text + ", ssh masters NOT counted (no subreaper)"
-    return text + ", %.0f MiB with the ssh masters" % run["peak_rss_with_ssh_masters_mib"]
+        return text + ", ssh masters NOT counted (no subreaper); PSS %.0f MiB" % run["peak_pss_mib"]
+    return text + ", %.0f MiB with the ssh masters; PSS %.0f MiB, %.0f MiB with the ssh masters" % (
+        run["peak_rss_with_ssh_masters_mib"], run["peak_pss_mib"], run["peak_pss_with_ssh_masters_mib"])
 
 
 def mb(value):

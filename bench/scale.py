@@ -18,7 +18,7 @@ For each run: wall seconds; for the rollout, against the pooled floor (bench/_fl
 the report plus, per pool, the best schedule of its hosts' journal reboot -> boot spans on the pool's slots);
 the controller's CPU (ansible-playbook, its forks and ssh clients, and the ssh ControlPersist masters, as
 bench/rollout.py counts it, bench/_lab.py) in all and per host; the peak summed RSS of that process tree with
-the ssh masters; the simulated hosts' own CPU apart (their processes, from the fleet's supervisor and /proc:
+the ssh masters, and its PSS (the forks' pages shared with ansible-playbook counted once); the simulated hosts' own CPU apart (their processes, from the fleet's supervisor and /proc:
 on one machine they share its cores with the controller). Checks, each a line and a problem when it fails: the
 journal never shows more hosts of a pool down at once than its budget; every host is verified (booted on the
 target, the report's row `activated`; after the rollback, on v1); the report has one row per host.
@@ -112,6 +112,8 @@ class Size:
                "cpu_s_per_host": round(proc.cpu / self.n, 3),
                "peak_rss_mib": round(proc.peak_rss_kib / 1024, 1),
                "peak_rss_with_ssh_masters_mib": round(proc.peak_rss_with_masters_kib / 1024, 1),
+               "peak_pss_mib": round(proc.peak_pss_kib / 1024, 1),
+               "peak_pss_with_ssh_masters_mib": round(proc.peak_pss_with_masters_kib / 1024, 1),
                "rss_samples": proc.rss_samples, "hosts_cpu_s": round(hosts_cpu, 2),
                "hosts_cpu_s_per_host": round(hosts_cpu / self.n, 3),
                "changed": sum(r["changed"] for r in proc.recap.values()),
@@ -262,10 +264,11 @@ def show(result):
                 extra = "  pooled floor %.1f s, ratio %.3f, stage max %.1f s, %d reboots, max down per pool %d" % (
                     fig["pooled_floor_s"], fig["over_pooled_floor"] or 0, (fig["stage_s"] or {}).get("max", 0),
                     fig["reboots"], max(fig["max_down_per_pool"].values() or [0]))
-            print("  %-8s %7.1f s  controller CPU %6.1f s (%.3f s/host; ssh masters %.1f s)  peak %5.0f MiB "
-                  "(%5.0f with ssh masters)  hosts' CPU %6.1f s (%.3f s/host)%s"
+            print("  %-8s %7.1f s  controller CPU %6.1f s (%.3f s/host; ssh masters %.1f s)  peak RSS %5.0f MiB "
+                  "(%5.0f with ssh masters), PSS %5.0f MiB (%5.0f)  hosts' CPU %6.1f s (%.3f s/host)%s"
                   % (step, fig["wall_s"], fig["cpu_s"], fig["cpu_s_per_host"], fig["cpu_ssh_masters_s"],
-                     fig["peak_rss_mib"], fig["peak_rss_with_ssh_masters_mib"], fig["hosts_cpu_s"],
+                     fig["peak_rss_mib"], fig["peak_rss_with_ssh_masters_mib"], fig.get("peak_pss_mib", 0),
+                     fig.get("peak_pss_with_ssh_masters_mib", 0), fig["hosts_cpu_s"],
                      fig["hosts_cpu_s_per_host"], extra))
     for problem in result["problems"]:
         print("problem : %s" % problem)

@@ -98,3 +98,26 @@ def test_run_sampled_real_tree():
     assert sampler.samples >= 3
     assert sampler.peak_kib >= 80 * 1024
     assert sampler.peak_with_masters_kib >= sampler.peak_kib
+    # Neither shares the 40 MiB it touched: the PSS is of the sum too, and no more than the RSS.
+    assert 80 * 1024 <= sampler.peak_pss_kib <= sampler.peak_kib
+    assert sampler.peak_pss_with_masters_kib >= sampler.peak_pss_kib
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_pss_counts_the_pages_a_fork_shares_once():
+    # The parent touches 60 MiB and forks: the child maps the same pages. The tree's RSS counts them twice,
+    # its PSS once.
+    script = ("import os, time; x = b'1' * (60 << 20); pid = os.fork()\n"
+              "if pid == 0:\n    time.sleep(0.8); os._exit(0)\n"
+              "os.waitpid(pid, 0); print('done')")
+    proc, sampler = lab.run_sampled([sys.executable, "-c", script], 30, interval=0.05)
+    assert (proc.returncode, proc.stdout) == (0, "done\n")
+    assert sampler.peak_kib >= 120 * 1024
+    assert 60 * 1024 <= sampler.peak_pss_kib < 95 * 1024
+
+
+def test_pss_of_a_process_reads_smaps_rollup(tmp_path):
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "smaps_rollup").write_text("00400000-7ffd [rollup]\nRss:   900 kB\nPss:   321 kB\n")
+    tree = lab.ProcTree(tmp_path)
+    assert (tree.pss_kib(7), tree.pss_kib(8)) == (321, 0)
