@@ -236,7 +236,7 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}
         if self._task.check_mode:
             return {"changed": True, "rebooted": False}
-        return _reboot.reboot(self, dict(config["reboot"], reboot_command=command))
+        return _reboot.reboot(self, dict(config["reboot"], reboot_command=command, command_timeout=self._command_timeout))
 
     def _health_command(self, config):
         """The health command on the host, tried ``retries`` times ``delay`` s apart; Stop when it never passes.

@@ -201,7 +201,8 @@ options:
         type: int
         default: 600
       poll_interval:
-        description: Seconds between two reads of the boot id.
+        description: Seconds between two reads of the boot id while the host answers (once it is down, ssh
+          tries to connect once a second, up to 30 times a read).
         type: float
         default: 1.0
       connect_timeout:

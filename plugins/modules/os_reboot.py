@@ -15,11 +15,14 @@ version_added: 0.1.0
 description:
   - Reads the host's boot id with O(boot_time_command), runs O(reboot_command), then reads
     the boot id again, over a fresh connection each time, until it differs from the first one or
-    O(reboot_timeout) seconds have passed. The wait between two reads is O(poll_interval), or a tenth of the
-    time since the reboot command when that is more (at most 5 s).
+    O(reboot_timeout) seconds have passed. While the host answers, the wait between two reads is
+    O(poll_interval), or a tenth of the time since the reboot command when that is more (at most 5 s). Once a
+    read finds it down, the next read lets ssh try to connect once a second, up to 30 times (ssh's
+    C(ConnectionAttempts), with the ssh connection plugin), so the host is read within about a second of its
+    sshd coming back, with one command of the controller's for up to 30 tries.
   - Unlike M(ansible.builtin.reboot), it does not back off exponentially (1, 2, 4, 8, 12 s), so a host that is
-    back after 12 s is noticed within about 1.2 s rather than after about 16 s, and a host that takes a minute
-    is read some 40 times at O(poll_interval=0.5) rather than 120; and it gathers no facts.
+    back after 12 s is noticed within about a second rather than after about 16 s, and a host that takes a
+    minute costs the controller a few commands rather than 120; and it gathers no facts.
   - A host that never comes back ends B(failed), not unreachable, with RV(went_down)
     telling whether a check found it down.
   - When O(boot_time_command) does not print a boot id before the reboot, the task fails
@@ -68,8 +71,9 @@ options:
     default: 600
   poll_interval:
     description:
-      - Seconds between two reads of the boot id, while a tenth of the time since the reboot command is less;
-        more than V(0).
+      - Seconds between two reads of the boot id while the host answers, while a tenth of the time since the
+        reboot command is less; more than V(0). Once the host is down, ssh waits for it a second between two
+        tries (other connection plugins read at this interval).
     type: float
     default: 1.0
   connect_timeout:

@@ -12,8 +12,11 @@
 Used by the action plugins ``fleetos.layering.os_reboot`` (the task) and
 ``fleetos.layering.os_activate_slot`` (op acquire with ``activate``: the whole slot hold in
 one task). Like ansible.builtin.reboot it runs a reboot command and waits for a new boot id,
-but it polls the boot id at a fixed interval: ansible.builtin.reboot backs off exponentially
-(1, 2, 4, 8, 12 s), so it notices a host that is back after 12 s only after about 16 s.
+but not with backoff: ansible.builtin.reboot backs off exponentially (1, 2, 4, 8, 12 s), so it
+notices a host that is back after 12 s only after about 16 s. While the host still answers it is
+polled at an interval that grows with the wait; once it is down, ssh itself waits for it (its
+ConnectionAttempts, a try a second), so the host is seen within about a second of its sshd coming
+back, with one command on the controller for up to 30 tries.
 """
 
 from __future__ import annotations
@@ -127,6 +130,42 @@ def poll_delay(poll_interval, elapsed):
     return max(poll_interval, min(POLL_MAX, elapsed * POLL_SHARE))
 
 
+# A host that went down is waited for by ssh itself: the next poll lets ssh try to connect once a second
+# (ConnectionAttempts, each try bounded by connect_timeout) up to WAIT_ATTEMPTS times, so that the controller runs
+# one command where it would run one per try, and sees the host back within about a second of its sshd.
+WAIT_ATTEMPTS = 30
+_NO_OPTION = object()
+
+
+def _extra_args(connection):
+    """The connection's ssh_extra_args, or _NO_OPTION when it has none (not the ssh connection plugin)."""
+    try:
+        value = connection.get_option("ssh_extra_args")
+    except (AnsibleError, AttributeError, KeyError):
+        return _NO_OPTION
+    return value if isinstance(value, str) or value is None else _NO_OPTION
+
+
+def _set_extra_args(connection, value):
+    try:
+        connection.set_option("ssh_extra_args", value)
+    except (AnsibleError, AttributeError, KeyError):
+        pass
+
+
+def wait_attempts(args, elapsed, per_try):
+    """How many times ssh tries to connect in one poll of a host that is down, ``elapsed`` seconds after the
+    reboot command, each try taking ``per_try`` seconds (a refused connection and ssh's second between two
+    tries; with connect_timeout more where the host does not answer): WAIT_ATTEMPTS, fewer when the tries would
+    outlast reboot_timeout, or the caller's bound on one command (``command_timeout`` in ``args``, when there is
+    one); at least 1."""
+    per_try = max(1.0, per_try)
+    left = args["reboot_timeout"] - elapsed
+    if args.get("command_timeout"):
+        left = min(left, args["command_timeout"] - per_try)
+    return int(max(1, min(WAIT_ATTEMPTS, left // per_try)))
+
+
 def reboot(action, args):
     """Read the boot id, run the reboot command and poll the boot id until it changes.
 
@@ -165,18 +204,34 @@ def reboot(action, args):
 
     connection = action._connection
     option, previous = _set_connect_timeout(connection, args["connect_timeout"])
+    extra = _extra_args(connection)
     last_error = "the boot id did not change"
     went_down = False
     back = False
     answered = True
+    took, tries = 0.0, 0
+    per_try = args["connect_timeout"] + 1.0    # at worst, until a poll shows how long a try takes
     try:
         while True:
-            action._sleep(poll_delay(args["poll_interval"], action._clock() - start))
+            if answered or extra is _NO_OPTION:
+                if extra is not _NO_OPTION:
+                    _set_extra_args(connection, extra)
+                action._sleep(poll_delay(args["poll_interval"], action._clock() - start))
+            else:
+                # Down at the last poll: ssh waits for it (no sleep here, unless ssh did not wait: a refusal it
+                # does not try again, such as a login the booting host refuses).
+                if took < args["poll_interval"]:
+                    action._sleep(args["poll_interval"])
+                if tries > 1:
+                    per_try = took / tries
+                tries = wait_attempts(args, action._clock() - start, per_try)
+                _set_extra_args(connection, ("%s -o ConnectionAttempts=%d" % (extra or "", tries)).strip())
             # A control master to a host that went down may linger: start a fresh connection. After a poll the
             # host did not answer there is none.
             if answered:
                 reset(connection)
             answered = True
+            began = action._clock()
             try:
                 now = read_boot_id(action, args["boot_time_command"])
             except AnsibleConnectionFailure as exc:
@@ -191,9 +246,12 @@ def reboot(action, args):
                                   elapsed=round(action._clock() - start, 2))
                     return result
                 last_error = "the boot id did not change"
+            took = action._clock() - began
             if action._clock() - start >= args["reboot_timeout"]:
                 break
     finally:
+        if extra is not _NO_OPTION:
+            _set_extra_args(connection, extra)
         if option is not None:
             try:
                 connection.set_option(option, previous)

@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+import re
+
 from unittest.mock import MagicMock
 
 import pytest
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible_collections.fleetos.layering.plugins.action import os_reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 BOOT = "cat /run/lab-boot-id"
@@ -29,6 +32,8 @@ class Host:
         self.commands = []
         self.now = 100.0
         self.sleeps = []
+        self.tries = []               # per poll: how many times ssh was let try to connect
+        self.options = {}
 
     def execute(self, cmd, sudoable=True):
         self.commands.append(cmd)
@@ -36,10 +41,18 @@ class Host:
             return {"rc": self.reboot_rc, "stdout": "", "stderr": "error: Expected staged base checksum abc" if self.reboot_rc else ""}
         if len(self.commands) == 1:
             return {"rc": 0, "stdout": self.before, "stderr": ""}
-        answer = self.polls.pop(0) if self.polls else "old-id"
-        if answer is None:
-            raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
-        return {"rc": 0, "stdout": answer + "\n", "stderr": ""}
+        # As ssh does with ConnectionAttempts: a try a second until one connects or none is left.
+        match = re.search(r"-o ConnectionAttempts=(\d+)", self.options.get("ssh_extra_args") or "")
+        tries = int(match.group(1)) if match else 1
+        self.tries.append(tries)
+        while True:
+            answer = self.polls.pop(0) if self.polls else "old-id"
+            if answer is not None:
+                return {"rc": 0, "stdout": answer + "\n", "stderr": ""}
+            tries -= 1
+            if tries < 1:
+                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
+            self.now += 1.0
 
     def sleep(self, seconds):
         self.sleeps.append(seconds)
@@ -49,7 +62,9 @@ class Host:
 def run(host, check_mode=False, transport="ssh", **args):
     connection = MagicMock()
     connection.transport = transport
-    connection.get_option.return_value = 10
+    host.options.update({"timeout": 10, "ssh_extra_args": "-o ServerAliveInterval=9"})
+    connection.get_option.side_effect = lambda name: host.options[name]
+    connection.set_option.side_effect = host.options.__setitem__
     action = new_action(os_reboot, dict({"reboot_command": REBOOT, "boot_time_command": BOOT, "reboot_timeout": 20}, **args),
                         check_mode, connection)
     action._low_level_execute_command = host.execute
@@ -67,16 +82,32 @@ def test_back_after_the_boot_id_changes_at_the_poll_interval():
     assert result["rebooted"] is True and result["changed"] is True and result["went_down"] is True
     assert result["boot_id_before"] == "old-id"      # the login's noise before it is dropped
     assert result["boot_id"] == "new-id"
-    assert host.sleeps == [0.5, 0.5, 0.5, 0.5]        # the interval, while a tenth of the wait is less
-    assert result["elapsed"] == 2.0
-    assert host.commands == [BOOT, REBOOT, BOOT, BOOT, BOOT, BOOT]
+    # The interval while a tenth of the wait is less; once the host is down, ssh tries again itself, a second
+    # later (3 tries: 20 s left, a try is 5 s of connect timeout and a second at worst).
+    assert host.sleeps == [0.5, 0.5, 0.5]
+    assert host.tries == [1, 1, 3]
+    assert result["elapsed"] == 2.5
+    assert host.commands == [BOOT, REBOOT, BOOT, BOOT, BOOT]
     assert result["cmd"] == REBOOT                    # the command that ran, for -v and the rescue
-    # The timeout of the connection is set for the polls and then restored.
+    # The timeout of the connection and its ssh_extra_args are set for the polls and then restored.
     connection.set_option.assert_any_call("timeout", 5)
-    assert connection.set_option.call_args_list[-1].args == ("timeout", 10)
+    connection.set_option.assert_any_call("ssh_extra_args", "-o ServerAliveInterval=9 -o ConnectionAttempts=3")
+    assert host.options == {"timeout": 10, "ssh_extra_args": "-o ServerAliveInterval=9"}
     # A fresh connection for each poll after one the host answered (none is left after one it did not); the one
     # that read the new boot id is kept for the next task.
     assert connection.reset.call_count == 2
+
+
+def test_a_connection_without_ssh_extra_args_is_polled_on_the_schedule():
+    host = Host(["old-id", None, None, "new-id"])
+    connection = MagicMock()
+    connection.transport = "paramiko"
+    connection.get_option.side_effect = lambda name: {"timeout": 10}[name]
+    action = new_action(os_reboot, {"reboot_command": REBOOT, "boot_time_command": BOOT, "reboot_timeout": 20,
+                                    "poll_interval": 0.5}, False, connection)
+    action._low_level_execute_command, action._sleep, action._clock = host.execute, host.sleep, lambda: host.now
+    result = action.run(task_vars={})
+    assert result["boot_id"] == "new-id" and host.sleeps == [0.5] * 4 and host.tries == [1] * 4
 
 
 def test_never_back_fails_after_the_timeout_not_unreachable():
@@ -85,23 +116,58 @@ def test_never_back_fails_after_the_timeout_not_unreachable():
     assert result["failed"] is True
     assert result["rebooted"] is False and result["went_down"] is True and result["boot_id"] is None
     assert result["elapsed"] >= 20
-    # The interval while a tenth of the time waited is less, then a tenth of it.
+    # First as often as 6 s each (connect timeout and a second) fit in what is left of the 20 s; once a poll
+    # shows a try takes a second (refused at once), as often as seconds are left: a few polls, not one a second.
+    assert host.tries == [1, 3, 16, 1, 1], host.tries
+    assert "within 20 s" in result["msg"] and "Connection refused" in result["msg"]
+
+
+def test_an_answered_poll_waits_a_tenth_of_the_time_since_the_reboot():
+    host = Host(["old-id"] * 100)
+    result = run(host, reboot_timeout=20, poll_interval=1)
+    assert result["failed"] is True and result["went_down"] is False
     assert host.sleeps[:10] == [1] * 10 and len(host.sleeps) < 20
     waited = 0.0
     for seconds in host.sleeps:
         assert seconds == pytest.approx(max(1, min(5.0, waited / 10))), host.sleeps
         waited += seconds
-    assert "within 20 s" in result["msg"] and "Connection refused" in result["msg"]
 
 
-def test_a_slow_boot_is_polled_less_and_seen_within_a_tenth_of_its_length():
+def test_a_slow_boot_is_waited_for_by_ssh_and_seen_within_a_second():
     # Down from the first poll for 60 s (at the interval of 0.5 s, 120 polls), then back.
     host = Host([None] * 1000)
     host.polls = _Down(host, 60.0)
     result = run(host, reboot_timeout=600, poll_interval=0.5)
     assert result["rebooted"] is True and result["boot_id"] == "new-id"
-    assert len(host.sleeps) <= 45, len(host.sleeps)
-    assert 60.0 <= result["elapsed"] <= 60.0 * 1.1 + 0.5, result["elapsed"]
+    # One poll finds it down, then ssh tries 30 times a poll: three polls more.
+    assert host.tries == [1, 30, 30, 30], host.tries
+    assert 60.0 <= result["elapsed"] <= 61.0, result["elapsed"]
+
+
+@pytest.mark.parametrize(("elapsed", "per_try", "bound", "tries"), [
+    (0, 6, None, 30), (560, 6, None, 6), (599.5, 6, None, 1), (0, 1, None, 30), (590, 0.2, None, 10),
+    # The caller's bound on one command (os_activate_slot's command_timeout) is kept too.
+    (0, 6, 60, 9), (0, 1, 20, 19), (0, 6, 3, 1),
+])
+def test_ssh_tries_as_often_as_the_time_left_allows(elapsed, per_try, bound, tries):
+    args = {"reboot_timeout": 600, "connect_timeout": 5, "command_timeout": bound}
+    assert _reboot.wait_attempts(args, elapsed, per_try) == tries
+
+
+def test_a_refusal_ssh_does_not_try_again_is_polled_at_the_interval():
+    # A booting host whose login fails at once, whatever the tries: no poll without a wait before it.
+    host = Host([None] * 1000)
+    host.execute_base = host.execute
+
+    def refuse(cmd, sudoable=True):
+        if len(host.commands) >= 2:
+            host.commands.append(cmd)
+            raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Permission denied")
+        return host.execute_base(cmd, sudoable)
+    host.execute = refuse
+    result = run(host, reboot_timeout=10, poll_interval=1)
+    assert result["failed"] is True
+    assert len(host.sleeps) == len(host.commands) - 2 <= 11 and all(s >= 1 for s in host.sleeps)
 
 
 class _Down(list):
