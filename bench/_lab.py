@@ -254,28 +254,26 @@ class ProcTree:
             return None
         return int(fields[1]), head.partition(b"(")[2].decode(errors="replace")
 
-    def rss_kib(self, pid):
-        """VmRSS of the process in KiB; 0 once it ended or while it is a zombie (no VmRSS line)."""
+    def _kib(self, pid, name, field):
+        """The KiB of ``field`` (a line's first word, such as b"VmRSS:") in /proc/PID/``name``; 0 when the
+        process ended, is a zombie (no such line) or the file cannot be read."""
         try:
-            with open("%s/%d/status" % (self.proc, pid), "rb") as handle:
+            with open("%s/%d/%s" % (self.proc, pid, name), "rb") as handle:
                 for line in handle:
-                    if line.startswith(b"VmRSS:"):
+                    if line.startswith(field):
                         return int(line.split()[1])
         except (OSError, ValueError, IndexError):
             pass
         return 0
 
+    def rss_kib(self, pid):
+        """VmRSS of the process in KiB; 0 once it ended or while it is a zombie (no VmRSS line)."""
+        return self._kib(pid, "status", b"VmRSS:")
+
     def pss_kib(self, pid):
         """Pss of the process in KiB (its share of every page it maps); 0 once it ended, or without
         smaps_rollup (kernels before 4.14)."""
-        try:
-            with open("%s/%d/smaps_rollup" % (self.proc, pid), "rb") as handle:
-                for line in handle:
-                    if line.startswith(b"Pss:"):
-                        return int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            pass
-        return 0
+        return self._kib(pid, "smaps_rollup", b"Pss:")
 
     def sample(self, root, me, with_pss=False):
         """(KiB of root and its descendants, KiB of the ssh children of me other than root and their
