@@ -199,7 +199,7 @@ def test_registry_stopped_during_stage_reboots_no_failed_stage(lab, fleet, tmp_p
             out.append(line)
             # The stage phase is over (the first host collected its stage and goes on to its activation): start the
             # registry again.
-            if restarted_at is None and "TASK [Take the host out of the book of slots]" in line:
+            if restarted_at is None and "Take a budget slot of the pool" in line:
                 watch.done.set()
                 watch.join(30)
                 lab.fleetlab("registry", "start")
