@@ -96,6 +96,7 @@ ARGUMENT_SPEC = {
     "health": {"type": "dict", "options": HEALTH_SPEC},
     "hooks": {"type": "dict", "options": HOOKS_SPEC},
     "rollback": {"type": "bool", "default": True},
+    "park_boot": {"type": "bool", "default": False},
     "fleetlock": {"type": "dict", "options": FLEETLOCK_SPEC},
     "task": {"type": "str"},
     "result": {"type": "dict"},
@@ -133,6 +134,8 @@ class ActionModule(ActionBase):
     # Seconds a host command over the connection may take before the connection is cut (op acquire's
     # command_timeout, kept in the book for the steps that follow); None: no bound.
     _command_timeout = None
+    # The strategy fleetos.layering.slots runs this task again while the host is parked (_slots.REPEATS_VAR).
+    _repeats = False
 
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
@@ -143,6 +146,7 @@ class ActionModule(ActionBase):
         args = dict(args)
         args["host"] = args["host"] or (task_vars or {}).get("inventory_hostname")
         self._command_timeout = args["command_timeout"]
+        self._repeats = bool((task_vars or {}).get(_slots.REPEATS_VAR))
         try:
             result.update(getattr(self, "_op_" + args["op"])(args))
         except _slots.SlotError as exc:
@@ -161,10 +165,6 @@ class ActionModule(ActionBase):
             if event:
                 return _slots.record_event(book, host, event, self._clock(), status)
             return _slots.record_of(book, host)
-
-    def _set_next(self, path, host, hook):
-        with self._book(path) as book:
-            book["hosts"][host]["next"] = hook
 
     def _config(self, path, host):
         """What op acquire was given for the host (kept in the book for the steps that follow)."""
@@ -236,7 +236,10 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}
         if self._task.check_mode:
             return {"changed": True, "rebooted": False}
-        return _reboot.reboot(self, dict(config["reboot"], reboot_command=command, command_timeout=self._command_timeout))
+        return _reboot.reboot(self, self._reboot_args(config, command))
+
+    def _reboot_args(self, config, command):
+        return dict(config["reboot"], reboot_command=command, command_timeout=self._command_timeout)
 
     def _health_command(self, config):
         """The health command on the host, tried ``retries`` times ``delay`` s apart; Stop when it never passes.
@@ -343,7 +346,8 @@ class ActionModule(ActionBase):
             "reboot": args["reboot"] or _params.defaults(REBOOT_SPEC),
             "health": args["health"] or _params.defaults(HEALTH_SPEC),
             "hooks": args["hooks"] or _params.defaults(HOOKS_SPEC),
-            "rollback": args["rollback"], "lease": args["lease"] or {}, "lease_release": args["lease_release"],
+            "rollback": args["rollback"], "park_boot": args["park_boot"],
+            "lease": args["lease"] or {}, "lease_release": args["lease_release"],
             "fleetlock": args["fleetlock"] or _params.defaults(FLEETLOCK_SPEC),
             "controller": self._controller(), "book": args["book"], "command_timeout": args["command_timeout"],
         }
@@ -464,13 +468,16 @@ class ActionModule(ActionBase):
         try:
             if after == "granted" and hooks["pre"] and config["mode"] != "verify":
                 return self._stop_before(path, host, "pre", result)
-            if after in ("granted", "pre"):
-                result.update(self._reboot_and_verify(path, host, config))
+            if after in ("granted", "pre", "boot"):
+                verified = self._reboot_and_verify(path, host, config, after == "boot")
+                if verified is None:
+                    return self._stop_before(path, host, "boot", result)
+                result.update(verified)
                 if hooks["health"]:
                     return self._stop_before(path, host, "health", result)
-            if after in ("granted", "pre", "health") and self._health_checked(config):
+            if after in ("granted", "pre", "boot", "health") and self._health_checked(config):
                 self._record(path, host, "verified")
-            if after in ("granted", "pre", "health") and hooks["post"]:
+            if after in ("granted", "pre", "boot", "health") and hooks["post"]:
                 return self._stop_before(path, host, "post", result)
         except Stop as stop:
             return self._failed(path, host, config, stop.step, stop.result, reboot=stop.reboot, partial=result)
@@ -486,13 +493,20 @@ class ActionModule(ActionBase):
         return bool(config["health"].get("command")) or config["hooks"]["health"]
 
     def _stop_before(self, path, host, hook, result):
-        self._set_next(path, host, hook)
-        result["ansible_facts"] = {"os_activate_result": self._record(path, host), "os_activate_next": hook}
+        with self._book(path) as book:
+            book["hosts"][host]["next"] = hook
+            record = _slots.record_of(book, host)
+        result["ansible_facts"] = {"os_activate_result": record, "os_activate_next": hook}
         return result
 
-    def _reboot_and_verify(self, path, host, config):
+    def _reboot_and_verify(self, path, host, config, booting=False):
         """Check the deployments where needed, reboot into the target (not in mode verify), verify the booted
-        digest and run the health command. Stop on a failure. -> the result's reboot, booted and changed."""
+        digest and run the health command. Stop on a failure. -> the result's reboot, booted and changed; None
+        when the wait for the new boot is left to the next task (park_boot: the reboot command ran, and the book
+        has what the wait needs). ``booting``: that wait, in the task after the one that rebooted the host."""
+        if booting:
+            reboot = self._wait_boot(path, host, config)
+            return None if reboot is None else self._verify(path, host, config, reboot)
         gone = self._controller_gone(config["controller"])
         if gone:
             raise Stop(STEP_REBOOT, {"msg": "%s, so %s was not rebooted" % (gone, host)})
@@ -514,12 +528,53 @@ class ActionModule(ActionBase):
             self._record(path, host, "reboot_start", status)
             command = _backends.backend(config["backend"]).command(
                 "finalize" if mode == "finalize" else "rollback", staged_checksum=checksum if mode == "finalize" else None)
-            reboot = dict(self._reboot(config, command), command=command)
-            if reboot.get("failed"):
-                msg = reboot["msg"]
-                if reboot.get("rc") is not None and mode == "finalize":
-                    msg = "%s %s" % (msg, self._why_not_finalized(config, host, self._record(path, host)["target_digest"]))
-                raise Stop(STEP_REBOOT, {"msg": msg, "rc": reboot.get("rc")}, reboot=reboot)
+            if self._parks_boot(config):
+                reboot, sent = _reboot.send(self, self._reboot_args(config, command))
+                if sent is not None:
+                    with self._book(path) as book:
+                        _slots.park_boot(book, host, dict(sent, command=command))
+                    return None
+            else:
+                reboot = self._reboot(config, command)
+            self._reboot_failed(path, host, config, dict(reboot, command=command))
+            reboot["command"] = command
+        return self._verify(path, host, config, reboot)
+
+    def _parks_boot(self, config):
+        """Whether the wait for the new boot is left to the next task (park_boot; not in check mode, where
+        nothing is rebooted, nor on the controller, which is never rebooted)."""
+        return config.get("park_boot") and not self._task.check_mode and self._connection.transport != "local"
+
+    def _wait_boot(self, path, host, config):
+        """The wait for the new boot of a host the task before rebooted: -> os_reboot's result; None when the
+        strategy runs this task again (``_repeats``) and the host was not back within BOOT_SLICE seconds (it is
+        parked again)."""
+        with self._book(path) as book:
+            sent = _slots.unpark_boot(book, host)
+        if sent is None:
+            raise Stop(STEP_REBOOT, {"msg": "%s has no reboot to wait for in the book of slots" % host})
+        until = self._clock() + _slots.BOOT_SLICE if self._repeats else None
+        reboot = _reboot.wait(self, self._reboot_args(config, sent["command"]), sent, first_sleep=False, until=until)
+        if reboot.get("waiting"):
+            with self._book(path) as book:
+                _slots.park_boot(book, host, sent, now=self._clock())
+            return None
+        reboot["command"] = sent["command"]
+        self._reboot_failed(path, host, config, reboot)
+        return reboot
+
+    def _reboot_failed(self, path, host, config, reboot):
+        """Stop when ``reboot`` (os_reboot's result, with its command) failed."""
+        if not reboot.get("failed"):
+            return
+        msg = reboot["msg"]
+        if reboot.get("rc") is not None and config["mode"] == "finalize":
+            msg = "%s %s" % (msg, self._why_not_finalized(config, host, self._record(path, host)["target_digest"]))
+        raise Stop(STEP_REBOOT, {"msg": msg, "rc": reboot.get("rc")}, reboot=reboot)
+
+    def _verify(self, path, host, config, reboot):
+        """After the reboot (``reboot``, os_reboot's result; empty in mode verify): verify the booted digest and run
+        the health command; Stop on a failure. -> the result's reboot, booted and changed."""
         gone = self._controller_gone(config["controller"])
         if gone:
             # The reboot alone would have changed nothing more: a rerun finds the host as it booted.

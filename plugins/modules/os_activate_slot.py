@@ -23,6 +23,10 @@ description:
     before each one and sets the fact C(os_activate_next) to V(pre), V(health) or V(post); after the task file ran,
     O(op=continue) takes the activation on from there. A task file that fails is handed to O(op=fail), which rolls
     the host back (health) or records the failure (pre, post) and frees the slot."
+  - "With O(park_boot), the task that reboots the host does not wait for the new boot: it sets C(os_activate_next) to
+    V(boot), and the next O(op=continue) waits for it, verifies the host and goes on. The strategy
+    C(fleetos.layering.slots) runs that task no earlier than four fifths of the shortest boot the run has seen (at
+    once before the first boot), so that a host that reboots holds its budget slot but no fork."
   - The slots of one run live in a I(book), a private file on the controller that every fork of the run reads and
     writes under an exclusive file lock, so that the forks share one counting semaphore per pool. O(op=open)
     makes the book (and removes the books of this user's runs whose process is gone), O(op=close) returns the
@@ -177,6 +181,13 @@ options:
   lease_release:
     description:
       - O(op=acquire), release the activated host's lease (phase V(done)) instead of recording phase V(activated).
+    type: bool
+    default: false
+  park_boot:
+    description:
+      - O(op=acquire), leave the wait for the new boot to the next O(op=continue) (C(os_activate_next) is V(boot)),
+        so that a host that reboots holds no fork with the strategy C(fleetos.layering.slots). Not in check mode,
+        where nothing is rebooted; a rollback's reboot is waited for in its task.
     type: bool
     default: false
   rollback:
@@ -422,8 +433,8 @@ os_activate_result:
   sample: {host: node01, pool: blue, status: activated, holds_slot: false, target_digest: "sha256:3f5a..."}
 os_activate_next:
   description:
-    - The hook to run before O(op=continue) - V(pre), V(health) or V(post) - or null when the activation ended;
-      also set as a fact.
+    - The hook to run before O(op=continue) - V(pre), V(health) or V(post) - or V(boot) (the host reboots, and
+      O(op=continue) waits for its new boot), or null when the activation ended; also set as a fact.
   returned: op is acquire, continue or fail
   type: str
   sample: pre

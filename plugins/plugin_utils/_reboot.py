@@ -166,6 +166,14 @@ def wait_attempts(args, elapsed, per_try):
     return int(max(1, min(WAIT_ATTEMPTS, left // per_try)))
 
 
+def _next_poll(args, elapsed, polled, took):
+    """Seconds before the next poll starts: poll_delay() after a poll the host answered (``polled``, or any poll
+    when ssh does not wait), else poll_interval when ssh did not wait (the poll took less), else none."""
+    if polled:
+        return poll_delay(args["poll_interval"], elapsed)
+    return args["poll_interval"] if took < args["poll_interval"] else 0.0
+
+
 def reboot(action, args):
     """Read the boot id, run the reboot command and poll the boot id until it changes.
 
@@ -176,6 +184,19 @@ def reboot(action, args):
     the reboot command failed), also when the host cannot be reached before the reboot or does
     not come back.
     """
+    result, sent = send(action, args)
+    if sent is None:
+        return result
+    return wait(action, args, sent)
+
+
+def send(action, args):
+    """Read the boot id and run the reboot command, without waiting for the new boot.
+
+    -> (the result so far, as reboot() returns it; failed when the reboot command was not run or
+    failed), (what wait() needs: ``before``, the boot id before, and ``start``, the time of the
+    command by ``action._clock``; None after a failure). The two halves may run in two tasks:
+    the wait in a later one, with the same clock."""
     result = {"changed": False, "rebooted": False, "went_down": False, "elapsed": 0.0,
               "boot_id_before": None, "boot_id": None}
     # A boot id that is not one (login noise, an empty file) would never change: refuse
@@ -184,10 +205,10 @@ def reboot(action, args):
         before = read_boot_id(action, args["boot_time_command"])
     except BootIdError as exc:
         result.update(failed=True, msg="%s, so the reboot command was not run." % to_text(exc))
-        return result
+        return result, None
     except AnsibleError as exc:
         result.update(failed=True, msg=sentence("Failed to read the boot id before the reboot: %s" % to_text(exc)))
-        return result
+        return result, None
     result["boot_id_before"] = before
 
     start = action._clock()
@@ -200,8 +221,20 @@ def reboot(action, args):
                       stderr=to_text(res.get("stderr")),
                       msg=sentence("The reboot command failed (rc=%s): %s" % (res.get("rc"), quote_output(to_text(
                           res.get("stderr") or res.get("stdout")).strip()))))
-        return result
+        return result, None
+    return result, {"before": before, "start": start}
 
+
+def wait(action, args, sent, first_sleep=True, until=None):
+    """Poll the boot id until it is not ``sent["before"]``, up to reboot_timeout after ``sent["start"]``.
+
+    -> reboot()'s result. ``first_sleep`` False: the first poll is at once (the wait began in an earlier
+    task, which already let the host go down). ``until`` (a time by ``action._clock``): no poll starts after
+    it, and ssh's tries end about then; the result is then ``waiting`` (neither back nor failed) when
+    reboot_timeout is not over."""
+    before, start = sent["before"], sent["start"]
+    result = {"changed": False, "rebooted": False, "went_down": False, "elapsed": 0.0,
+              "boot_id_before": before, "boot_id": None}
     connection = action._connection
     option, previous = _set_connect_timeout(connection, args["connect_timeout"])
     extra = _extra_args(connection)
@@ -216,15 +249,19 @@ def reboot(action, args):
             if answered or extra is _NO_OPTION:
                 if extra is not _NO_OPTION:
                     _set_extra_args(connection, extra)
-                action._sleep(poll_delay(args["poll_interval"], action._clock() - start))
+                if first_sleep:
+                    action._sleep(_next_poll(args, action._clock() - start, True, took))
+                first_sleep = True
             else:
                 # Down at the last poll: ssh waits for it (no sleep here, unless ssh did not wait: a refusal it
                 # does not try again, such as a login the booting host refuses).
                 if took < args["poll_interval"]:
-                    action._sleep(args["poll_interval"])
+                    action._sleep(_next_poll(args, action._clock() - start, False, took))
                 if tries > 1:
                     per_try = took / tries
                 tries = wait_attempts(args, action._clock() - start, per_try)
+                if until is not None:
+                    tries = int(max(1, min(tries, (until - action._clock()) // max(1.0, per_try))))
                 _set_extra_args(connection, ("%s -o ConnectionAttempts=%d" % (extra or "", tries)).strip())
             # A control master to a host that went down may linger: start a fresh connection. After a poll the
             # host did not answer there is none.
@@ -249,6 +286,10 @@ def reboot(action, args):
             took = action._clock() - began
             if action._clock() - start >= args["reboot_timeout"]:
                 break
+            if until is not None and _next_poll(args, action._clock() - start, answered or extra is _NO_OPTION,
+                                                took) + action._clock() >= until:
+                result.update(waiting=True, went_down=went_down, elapsed=round(action._clock() - start, 2))
+                return result
     finally:
         if extra is not _NO_OPTION:
             _set_extra_args(connection, extra)

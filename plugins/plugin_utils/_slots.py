@@ -52,6 +52,18 @@ ERROR_MAX = 300
 # killed run rebooted, which still holds its FleetLock slot) must not lose its slot to one that
 # happened to ask first. Such a host that never asks delays the others this long.
 SETTLE = 10.0
+# A host's wait for its new boot runs, off the forks until then, from this share of the shortest boot the book has
+# seen after its reboot command (park_boot()): boots vary, and a host seen back late holds its slot longer.
+WAKE_SHARE = 0.8
+# With the strategy fleetos.layering.slots and fewer forks than the budget slots need (it sets REPEATS_VAR for the
+# task, and runs the task again while the host is parked): the wait for a new boot lasts BOOT_SLICE seconds at
+# most, then the host is parked again for a REPARK_SHARE of the time since its reboot command, REPARK_MIN to
+# REPARK_MAX seconds. A host with a long boot then holds a fork about half of the time after its wake_at.
+REPEATS_VAR = "__fleetos_slots_repeats"
+BOOT_SLICE = 6.0
+REPARK_SHARE = 0.25
+REPARK_MIN = 2.0
+REPARK_MAX = 6.0
 
 
 class SlotError(Exception):
@@ -409,6 +421,9 @@ def record_event(book, host, event, now, status=None):
             record["old_digest"] = _image_digest(_deployment(status, "booted"))
     elif event == "reboot_end":
         record.update(phase="verify", reboot_end=None if record["mode"] == "verify" else now)
+        if record["reboot_end"] is not None and record.get("reboot_start") is not None:
+            took = now - record["reboot_start"]
+            book["shortest_boot"] = min(took, book.get("shortest_boot") or took)
     elif event == "booted":
         record["booted_digest"] = _image_digest(_deployment(status, "booted"))
         if record["mode"] == "verify":
@@ -424,6 +439,35 @@ def record_event(book, host, event, now, status=None):
         record.update(status="failed", holds_slot=False, rolled_back=True, rollback_end=now, booted_digest=booted,
                       reason="%s; rolled back to %s" % (record.get("reason") or "failed", record["old_digest"]))
     return record
+
+
+def park_boot(book, host, sent, now=None):
+    """The host's reboot command ran (``sent``: plugin_utils/_reboot.send()'s ``before`` and ``start``, with the
+    ``command``); the wait for its new boot is the next task's, which the strategy fleetos.layering.slots runs
+    no earlier than ``wake_at``: WAKE_SHARE of the shortest boot this book has seen, after the command (at once
+    before any host of the book booted). Meanwhile the host holds its budget slot, and no fork. ``now``: a wait
+    of BOOT_SLICE ended at ``now`` without the new boot; the host waits REPARK_SHARE of its boot so far."""
+    start = sent["start"]
+    if now is not None:
+        wake = now + min(REPARK_MAX, max(REPARK_MIN, REPARK_SHARE * (now - start)))
+    else:
+        shortest = book.get("shortest_boot")
+        wake = start + (WAKE_SHARE * shortest if shortest else 0.0)
+    entry = _host(book, host)
+    entry["boot"] = dict(sent, wake_at=wake)
+    entry["next"] = "boot"
+
+
+def unpark_boot(book, host):
+    """The reboot park_boot() kept for the host, taken out of the book: -> its ``before``, ``start`` and
+    ``command``, or None."""
+    return _host(book, host).pop("boot", None)
+
+
+def wakes_at(book, host):
+    """When the host's parked boot wait may run (seconds since the epoch), or None when it has none."""
+    boot = book["hosts"].get(host, {}).get("boot")
+    return boot.get("wake_at") if boot else None
 
 
 def failure_text(phase, task, result):

@@ -22,6 +22,10 @@ description:
   - A fork is kept for every slot holder between two of its tasks - another host's task waits while the free
     forks are no more than those holders - so that a host that holds a slot always finds a fork for its next
     step, and hooks between the steps of an activation cannot stall a slot.
+  - A host that reboots holds its slot but no fork - C(fleetos.layering.os_activate_slot) leaves the wait for the
+    new boot to its next task (O(fleetos.layering.os_activate_slot#module:park_boot)), which is parked until four
+    fifths of the shortest boot the run has seen went by since the reboot command. No fork is kept for it
+    meanwhile.
   - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
     slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
     its slots one after the other, whatever the forks.
@@ -66,6 +70,9 @@ LOOK_AGAIN = 1.0
 SAY_EVERY = 30.0
 # Seconds between two looks for a result while nothing was started and nothing came back.
 WAIT_STEP = 0.005
+# Forks beyond the budget slots of a book (for the stages to collect and the hosts to read meanwhile): with
+# fewer, a boot wait gives its fork back every _slots.BOOT_SLICE seconds, and runs again.
+SPARE_FORKS = 2
 
 
 class _Busy:
@@ -135,6 +142,8 @@ class StrategyModule(FreeStrategyModule):
     kept for each slot holder between two of its tasks."""
 
     _clock = staticmethod(time.monotonic)
+    # The book's times (a parked boot's wake_at) are the workers' wall clock.
+    _wall = staticmethod(time.time)
 
     def __init__(self, tqm):
         super().__init__(tqm)
@@ -147,6 +156,8 @@ class StrategyModule(FreeStrategyModule):
         self._looked_at = 0.0
         self._said_at = None
         self._inside = 0         # > 0 while ansible-core's own code handles a result or a meta task
+        self._continuing = {}    # host -> the op continue task it runs (at work, or parked)
+        self._repeat = {}        # host -> the op continue task it runs again (its boot wait goes on)
         self._acted = False      # a task was queued, parked or run since the last look for results
 
     def run(self, iterator, play_context):
@@ -178,6 +189,9 @@ class StrategyModule(FreeStrategyModule):
                     state = None
                 if state is not None and state.run_state == IteratingStates.COMPLETE:
                     return state, None
+                if state is not None and name in self._repeat:
+                    # The host's state stays where it is (the task after this one): the free loop sets it back.
+                    return state, self._repeat[name]
             return real(host, peek=peek)
         return next_task
 
@@ -217,6 +231,11 @@ class StrategyModule(FreeStrategyModule):
         return task.action in GATE_ACTIONS and (task.args or {}).get("op") == "acquire"
 
     @staticmethod
+    def _is_continue(task):
+        """Whether ``task`` takes an activation on (the wait for a new boot among them)."""
+        return task.action in GATE_ACTIONS and (task.args or {}).get("op") == "continue"
+
+    @staticmethod
     def _identity(path):
         """What changes when the book's file is replaced (every write replaces it), or None without a file."""
         try:
@@ -241,18 +260,25 @@ class StrategyModule(FreeStrategyModule):
         # task of the play looks at the holders, every look at the parked hosts at their places.
         book["_holders"] = [h for h in book["order"] if book["hosts"][h]["state"] == "holding"]
         book["_position"] = {h: i for i, h in enumerate(book["order"])}
+        pools = {}
+        for entry in book["hosts"].values():
+            pools[entry["pool"]] = pools.get(entry["pool"], 0) + 1
+        book["_slots"] = sum(min(count, book["pools"][pool]["budget"]) for pool, count in pools.items())
         self._books[path] = (identity, book)
         return book
 
     # -- the decisions -----------------------------------------------------------------
 
-    def _may_run(self, path, host, gate):
-        """Whether ``host`` may run its next task now: -> (yes, why it waits)."""
+    def _may_run(self, path, host, task):
+        """Whether ``host`` may run ``task`` now: -> (yes, why it waits)."""
         book = self._read_book(path)
         if book is None or host not in book["hosts"]:
             return True, None
-        if gate:
+        if self._is_gate(task):
             return self._may_ask(path, book, host)
+        wake = _slots.wakes_at(book, host)
+        if wake is not None and self._is_continue(task) and self._wall() < wake:
+            return False, "it reboots, and its wait for the new boot starts in %.0f s" % (wake - self._wall())
         return self._fork_free(book, host)
 
     def _may_ask(self, path, book, host):
@@ -281,7 +307,10 @@ class StrategyModule(FreeStrategyModule):
         (a holder always finds a fork for its next step, so that hooks cannot stall a slot)."""
         if book["hosts"][host]["state"] == "holding":
             return True, None
-        idle = [h for h in book["_holders"] if not self._blocked_hosts.get(h, False) and h in self._running]
+        # A holder that reboots with no fork (its boot wait parked) needs none before its wake_at.
+        now = self._wall()
+        idle = [h for h in book["_holders"] if not self._blocked_hosts.get(h, False) and h in self._running
+                and not (_slots.wakes_at(book, h) or 0) > now]
         if self._pending_results + len(idle) < len(self._workers):
             return True, None
         return False, "the free forks are kept for the slot holders %s" % ", ".join(sorted(idle))
@@ -291,9 +320,17 @@ class StrategyModule(FreeStrategyModule):
     def _queue_task(self, host, task, task_vars, play_context):
         self._acted = True
         path = self._book_path(task_vars)
+        if path is not None and self._is_continue(task):
+            # With fewer forks than the slots need, a boot wait of this task ends within _slots.BOOT_SLICE and parks
+            # the host again, and it runs again here.
+            book = self._read_book(path)
+            if book is not None and len(self._workers) < book["_slots"] + SPARE_FORKS:
+                task_vars[_slots.REPEATS_VAR] = True
+            self._repeat.pop(host.get_name(), None)
+            self._continuing[host.get_name()] = (path, task)
         if path is not None:
             gate = self._is_gate(task)
-            yes, reason = self._may_run(path, host.get_name(), gate)
+            yes, reason = self._may_run(path, host.get_name(), task)
             if not yes:
                 display.vvv("%s waits without a fork: %s" % (host.get_name(), reason))
                 self._parked.append((path, gate, host, task, task_vars, play_context))
@@ -306,12 +343,31 @@ class StrategyModule(FreeStrategyModule):
             results = super()._process_pending_results(iterator, one_pass=one_pass, max_passes=max_passes)
         finally:
             self._inside -= 1
+        if results and self._continuing:
+            self._boot_waits_go_on()
         if self._parked and (results or self._books_changed() or self._clock() - self._looked_at >= LOOK_AGAIN):
             self._let_go()
         if not results and not self._acted and (self._pending_results > 0 or self._parked):
             self._await_change()
         self._acted = False
         return results
+
+    def _boot_waits_go_on(self):
+        """An op continue task that is done, whose host is parked again in its book (its boot wait goes on), runs
+        again as the host's next task; a host whose task failed (its rescue) or that left the play does not."""
+        for name, (path, task) in list(self._continuing.items()):
+            if self._blocked_hosts.get(name, False):
+                continue
+            del self._continuing[name]
+            book = self._read_book(path)
+            if book is None or _slots.wakes_at(book, name) is None or name not in self._running:
+                continue
+            try:
+                state = self._iterator.get_state_for_host(name)
+            except KeyError:
+                continue
+            if state.run_state == IteratingStates.TASKS and not state.fail_state:
+                self._repeat[name] = task
 
     def _books_changed(self):
         """Whether a book with parked hosts was written since it was read (one stat per book)."""
@@ -337,7 +393,7 @@ class StrategyModule(FreeStrategyModule):
             if not stuck and gate and self._pool_full(path, host, full):
                 waiting.append(item)
                 continue
-            if stuck or self._may_run(path, host, gate)[0]:
+            if stuck or self._may_run(path, host, item[3])[0]:
                 self._acted = True
                 super()._queue_task(*item[2:])
             else:

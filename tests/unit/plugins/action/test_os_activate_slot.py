@@ -76,7 +76,7 @@ def plain(line):
     return " ".join(words)
 
 
-def run(world, host="n1", controller=None, **args):
+def run(world, host="n1", controller=None, repeats=False, **args):
     action = new_action(os_activate_slot, args)
     action._clock = lambda: world.now
     action._sleep = world.sleep
@@ -89,7 +89,10 @@ def run(world, host="n1", controller=None, **args):
                                                       {"inventory_hostname": host})
     if controller:
         action._controller = controller
-    return action.run(task_vars={"inventory_hostname": host})
+    task_vars = {"inventory_hostname": host}
+    if repeats:
+        task_vars[_slots.REPEATS_VAR] = True
+    return action.run(task_vars=task_vars)
 
 
 def open_book(world, budgets=None, **args):
@@ -844,3 +847,73 @@ def test_fleetlock_requests_are_bounded_by_request_timeout():
     # pre-reboot, then steady-state: each with curl's own bound.
     assert [line.split()[-1] for line in curls] == [URL + "v1/pre-reboot", URL + "v1/steady-state"]
     assert all(" --max-time 7 " in line for line in curls), curls
+
+
+def test_park_boot_leaves_the_wait_for_the_boot_to_the_next_task_and_learns_the_shortest_boot():
+    world = World()
+    book = open_book(world, budgets={"a": 2})
+    host = Host(world)
+    first = acquire(world, book=book, park_boot=True)
+    assert first["granted"] and not first.get("released") and not first.get("failed"), first
+    assert first["ansible_facts"]["os_activate_next"] == "boot"
+    # The reboot command ran, and nothing was waited for.
+    assert host.commands == [BOOT, FINALIZE] and world.sleeps == []
+    record = first["ansible_facts"]["os_activate_result"]
+    assert record["holds_slot"] and record["phase"] == "reboot" and record["reboot_start"] == 1000.0
+    with _slots.locked_book(book) as state:
+        # No boot seen yet in this book: the wait may start at once.
+        assert _slots.wakes_at(state, "n1") == 1000.0
+    world.now += 20
+    done = run(world, "n1", op="continue", book=book)
+    record = done["ansible_facts"]["os_activate_result"]
+    assert done["released"] and done["ansible_facts"]["os_activate_next"] is None and not done.get("failed"), done
+    assert record["status"] == "activated" and record["booted_digest"] == T and not record["holds_slot"]
+    # The first read at once (the task before let the host go down), then a tenth of the time waited between two.
+    assert host.commands[2:] == [BOOT, BOOT, BOOT, "rpm-ostree status --json"] and world.sleeps == [2.0, 2.2]
+    assert done["reboot"]["boot_id_before"] == "boot-1" and done["reboot"]["boot_id"] == "boot-2"
+    assert record["reboot_end"] == 1024.2
+    with _slots.locked_book(book) as state:
+        assert state["shortest_boot"] == pytest.approx(24.2) and _slots.wakes_at(state, "n1") is None
+    # The next host's wait starts at four fifths of that boot after its reboot command.
+    Host(world)
+    second = acquire(world, "n2", book=book, park_boot=True)
+    assert second["ansible_facts"]["os_activate_next"] == "boot"
+    with _slots.locked_book(book) as state:
+        assert _slots.wakes_at(state, "n2") == pytest.approx(world.now + 0.8 * 24.2)
+
+
+def test_a_parked_boot_that_does_not_come_back_fails_in_the_next_task_and_keeps_its_slot():
+    world = World()
+    book = open_book(world)
+    host = Host(world, comes_back=False)
+    first = acquire(world, book=book, park_boot=True, reboot=dict(REBOOT, reboot_timeout=2))
+    assert first["ansible_facts"]["os_activate_next"] == "boot"
+    done = run(world, "n1", op="continue", book=book)
+    record = done["ansible_facts"]["os_activate_result"]
+    assert done["failed"] and done["msg"].startswith(
+        "Finalize the staged deployment and reboot: The host did not come back with a new boot id within 2 s"), done
+    assert record["holds_slot"] and record["status"] == "failed" and host.commands[-1] == BOOT
+    assert done["ansible_facts"]["os_activate_next"] is None
+
+
+
+def test_with_the_slots_strategy_a_boot_wait_ends_within_a_slice_and_parks_the_host_again():
+    world = World()
+    book = open_book(world)
+    host = Host(world, down=25)
+    assert acquire(world, book=book, park_boot=True, reboot=dict(REBOOT, reboot_timeout=120))["ansible_facts"]["os_activate_next"] == "boot"
+    steps = []
+    while True:
+        began = world.now
+        steps.append(run(world, "n1", op="continue", book=book, repeats=True))
+        assert world.now - began <= _slots.BOOT_SLICE and not steps[-1].get("failed"), steps[-1]
+        if steps[-1]["ansible_facts"]["os_activate_next"] != "boot":
+            break
+        with _slots.locked_book(book) as state:
+            wake = _slots.wakes_at(state, "n1")
+        # Parked again for a quarter of the boot so far, 2 to 5 s.
+        assert world.now + _slots.REPARK_MIN <= wake <= world.now + _slots.REPARK_MAX
+        world.now = wake
+    record = steps[-1]["ansible_facts"]["os_activate_result"]
+    assert len(steps) > 1 and steps[-1]["released"] and record["status"] == "activated", steps
+    assert host.commands.count(FINALIZE) == 1 and steps[-1]["reboot"]["boot_id"] == "boot-2"

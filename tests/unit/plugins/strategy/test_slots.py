@@ -31,8 +31,9 @@ class Task:
 
 
 class State:
-    def __init__(self, run_state):
+    def __init__(self, run_state, fail_state=0):
         self.run_state = run_state
+        self.fail_state = fail_state
 
 
 class Iterator:
@@ -45,7 +46,8 @@ class Iterator:
         return host.name in self.failed
 
     def get_state_for_host(self, name):
-        return State(IteratingStates.COMPLETE if name in self.done else IteratingStates.TASKS)
+        return State(IteratingStates.COMPLETE if name in self.done else IteratingStates.TASKS,
+                     1 if name in self.failed else 0)
 
 
 class Inventory:
@@ -68,6 +70,7 @@ def strategy(path, forks=4, iterator=None):
     module._tqm, module._inventory = TQM(), Inventory()
     module._blocked_hosts, module._pending_results, module._workers = {}, 0, [None] * forks
     module._inside, module._acted, module._results = 0, False, []
+    module._continuing, module._repeat = {}, {}
     module.queued = []
     return module
 
@@ -329,3 +332,72 @@ def test_with_nothing_started_and_nothing_back_the_loop_waits_for_a_result(tmp_p
     monkeypatch.setattr(slots.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
     module._process_pending_results(None)
     assert 100.0 + slots.LOOK_AGAIN <= clock[0] < 100.0 + slots.LOOK_AGAIN + 2 * slots.WAIT_STEP
+
+
+def test_a_host_that_reboots_waits_for_its_boot_off_the_forks_and_keeps_none(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book, path = fresh(tmp_path)
+    # n1 ran its reboot command at 100 s; this book saw a 20 s boot, so its wait starts at 116 s.
+    book["shortest_boot"] = 20.0
+    _slots.park_boot(book, "n1", {"before": "boot-1", "start": 100.0, "command": "reboot"})
+    assert _slots.wakes_at(book, "n1") == 116.0
+    path = write(tmp_path, book)
+    module = strategy(path, forks=1)
+    now = [110.0]
+    module._wall = lambda: now[0]
+    queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
+    assert module.queued == [] and module._parked[0][2].get_name() == "n1"
+    # Its only fork is not kept for it while it boots: another host's task runs.
+    queue(module, "n4", Task("ansible.builtin.raw"), path)
+    assert module.queued == ["n4"]
+    module._pending_results = 0
+    module._let_go()
+    assert module.queued == ["n4"]
+    now[0] = 116.0
+    module._let_go()
+    assert module.queued == ["n4", "n1"] and module._parked == []
+
+
+def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue_does(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book, path = fresh(tmp_path)
+    boot = Task("fleetos.layering.os_activate_slot", "continue")
+    # Forks enough for the 2 slots and the spare ones: the wait for the boot is the task's, to its end.
+    module = strategy(path, forks=2 + slots.SPARE_FORKS)
+    task_vars = {"os_activate_book": {"path": path}}
+    module._queue_task(Host("n1"), boot, task_vars, None)
+    assert module.queued == ["n1"] and _slots.REPEATS_VAR not in task_vars
+    # Fewer: the task is told that it runs again (its wait for the boot is then bounded).
+    module = strategy(path, forks=3)
+    module._wall = lambda: 0.0
+    task_vars = {"os_activate_book": {"path": path}}
+    module._queue_task(Host("n1"), boot, task_vars, None)
+    assert module.queued == ["n1"] and task_vars[_slots.REPEATS_VAR] is True
+    module._blocked_hosts["n1"] = True
+    module._boot_waits_go_on()
+    assert module._repeat == {}
+    # Done, and its host parked again in the book: the same task is n1's next, its state left where it is.
+    _slots.park_boot(book, "n1", {"before": "b1", "start": 0.0, "command": "reboot"}, now=10.0)
+    path = write(tmp_path, book)
+    module._blocked_hosts["n1"] = False
+    module._boot_waits_go_on()
+    looked = []
+    next_task = module._next_task(lambda host, peek=False: looked.append(host.name) or ("state", "next"))
+    state, task = next_task(Host("n1"), peek=True)
+    assert task is boot and state.run_state == IteratingStates.TASKS and looked == []
+    # Queued again, it is parked until its wake_at (12.5 s), and then no longer repeated.
+    module._queue_task(Host("n1"), boot, {"os_activate_book": {"path": path}}, None)
+    assert module.queued == ["n1"] and module._parked[0][2].get_name() == "n1" and module._repeat == {}
+    assert next_task(Host("n1"), peek=True) == ("state", "next")
+    # A continue that ended the wait (nothing parked in the book), or whose host failed, runs once.
+    _slots.unpark_boot(book, "n1")
+    path = write(tmp_path, book)
+    module._continuing = {"n1": (path, boot)}
+    module._boot_waits_go_on()
+    assert module._repeat == {} and module._continuing == {}
+    _slots.park_boot(book, "n1", {"before": "b1", "start": 0.0, "command": "reboot"}, now=10.0)
+    path = write(tmp_path, book)
+    module._iterator = Iterator(failed=["n1"])
+    module._continuing = {"n1": (path, boot)}
+    module._boot_waits_go_on()
+    assert module._repeat == {}
