@@ -675,24 +675,30 @@ def remove_stale_books(directory=None):
     return removed
 
 
-def _write(path, book):
-    replace_file(path, json.dumps(book, sort_keys=True).encode(), prefix=".book-")
+def _text(book):
+    return json.dumps(book, sort_keys=True, separators=(",", ":"))
+
+
+def _write(path, book, text=None):
+    replace_file(path, (text if text is not None else _text(book)).encode(), prefix=".book-")
 
 
 def _load(path):
+    """-> (the book, its text as written)."""
     try:
         with open(path) as handle:
-            book = json.load(handle)
+            text = handle.read()
+        book = json.loads(text)
     except (OSError, ValueError) as exc:
         raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
     if not isinstance(book, dict) or book.get("version") != VERSION:
         raise SlotError("the slot book %s is not a book of this collection's version" % path)
-    return book
+    return book, text
 
 
 def read_book(path):
     """The book as last written, without the lock: every write replaces the file whole."""
-    return _load(path)
+    return _load(path)[0]
 
 
 @contextlib.contextmanager
@@ -704,11 +710,12 @@ def locked_book(path):
         raise SlotError("the slot book %s cannot be locked: %s" % (path, exc.strerror))
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        book = _load(path)
-        before = json.dumps(book, sort_keys=True)
+        book, before = _load(path)
         yield book
-        if json.dumps(book, sort_keys=True) != before:
-            _write(path, book)
+        # Written as it was read (every write is _text's): unchanged when the text is the same.
+        after = _text(book)
+        if after != before:
+            _write(path, book, after)
     finally:
         os.close(lock)
 
