@@ -46,6 +46,7 @@ notes:
   - The forks a run needs, and the controller's memory, are in the collection's C(docs/rollout.md).
 """
 
+import gc
 import os
 import time
 from collections.abc import MutableMapping
@@ -335,7 +336,19 @@ class StrategyModule(FreeStrategyModule):
                 display.vvv("%s waits without a fork: %s" % (host.get_name(), reason))
                 self._parked.append((path, gate, host, task, task_vars, play_context))
                 return
-        super()._queue_task(host, task, task_vars, play_context)
+        self._start(host, task, task_vars, play_context)
+
+    def _start(self, host, task, task_vars, play_context):
+        """Queue the task (ansible-core forks a worker for it) with the controller's heap frozen (gc.freeze): the
+        worker's garbage collector then leaves the objects it inherited alone, where a full collection would touch
+        every one of them, and copy every page of the heap (the inventory, every host's variables and facts) into
+        the worker - CPU, and memory that grows with the fleet. The controller collects as before once the worker
+        is started."""
+        gc.freeze()
+        try:
+            super()._queue_task(host, task, task_vars, play_context)
+        finally:
+            gc.unfreeze()
 
     def _process_pending_results(self, iterator, one_pass=False, max_passes=None):
         self._inside += 1
@@ -395,7 +408,7 @@ class StrategyModule(FreeStrategyModule):
                 continue
             if stuck or self._may_run(path, host, item[3])[0]:
                 self._acted = True
-                super()._queue_task(*item[2:])
+                self._start(*item[2:])
             else:
                 waiting.append(item)
         self._parked = waiting
