@@ -157,7 +157,7 @@ class StrategyModule(FreeStrategyModule):
         self._looked_at = 0.0
         self._said_at = None
         self._inside = 0         # > 0 while ansible-core's own code handles a result or a meta task
-        self._continuing = {}    # host -> the op continue task it runs (at work, or parked)
+        self._continuing = {}    # host -> (book path, the boot wait it runs, its wake_at), at work or parked
         self._repeat = {}        # host -> the op continue task it runs again (its boot wait goes on)
         self._acted = False      # a task was queued, parked or run since the last look for results
 
@@ -322,13 +322,15 @@ class StrategyModule(FreeStrategyModule):
         self._acted = True
         path = self._book_path(task_vars)
         if path is not None and self._is_continue(task):
-            # With fewer forks than the slots need, a boot wait of this task ends within _slots.BOOT_SLICE and parks
-            # the host again, and it runs again here.
+            # A boot wait (an op continue of a host the book has parked in its reboot): with fewer forks than the
+            # slots need, it ends within _slots.BOOT_SLICE and parks the host again, and it runs again here.
+            name = host.get_name()
+            self._repeat.pop(name, None)
             book = self._read_book(path)
-            if book is not None and len(self._workers) < book["_slots"] + SPARE_FORKS:
+            wake = _slots.wakes_at(book, name) if book is not None and name in book["hosts"] else None
+            if wake is not None and len(self._workers) < book["_slots"] + SPARE_FORKS:
                 task_vars[_slots.REPEATS_VAR] = True
-            self._repeat.pop(host.get_name(), None)
-            self._continuing[host.get_name()] = (path, task)
+                self._continuing[name] = (path, task, wake)
         if path is not None:
             gate = self._is_gate(task)
             yes, reason = self._may_run(path, host.get_name(), task)
@@ -366,14 +368,14 @@ class StrategyModule(FreeStrategyModule):
         return results
 
     def _boot_waits_go_on(self):
-        """An op continue task that is done, whose host is parked again in its book (its boot wait goes on), runs
-        again as the host's next task; a host whose task failed (its rescue) or that left the play does not."""
-        for name, (path, task) in list(self._continuing.items()):
+        """A boot wait that is done, whose host its task parked again in the book (a new wake_at: the wait goes on),
+        runs again as the host's next task; a host whose task failed (its rescue) or that left the play does not."""
+        for name, (path, task, wake) in list(self._continuing.items()):
             if self._blocked_hosts.get(name, False):
                 continue
             del self._continuing[name]
             book = self._read_book(path)
-            if book is None or _slots.wakes_at(book, name) is None or name not in self._running:
+            if book is None or _slots.wakes_at(book, name) in (None, wake) or name not in self._running:
                 continue
             try:
                 state = self._iterator.get_state_for_host(name)

@@ -896,7 +896,6 @@ def test_a_parked_boot_that_does_not_come_back_fails_in_the_next_task_and_keeps_
     assert done["ansible_facts"]["os_activate_next"] is None
 
 
-
 def test_with_the_slots_strategy_a_boot_wait_ends_within_a_slice_and_parks_the_host_again():
     world = World()
     book = open_book(world)

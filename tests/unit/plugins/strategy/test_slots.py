@@ -362,11 +362,20 @@ def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue
     patch_queue(monkeypatch)
     book, path = fresh(tmp_path)
     boot = Task("fleetos.layering.os_activate_slot", "continue")
-    # Forks enough for the 2 slots and the spare ones: the wait for the boot is the task's, to its end.
+    # The continue after the pre-activate tasks runs the reboot command and parks n1: it is not a boot wait, and
+    # is never run again (its condition would skip it, again and again).
+    module = strategy(path, forks=3)
+    module._queue_task(Host("n1"), boot, {"os_activate_book": {"path": path}}, None)
+    assert module.queued == ["n1"] and module._continuing == {}
+    _slots.park_boot(book, "n1", {"before": "b1", "start": 0.0, "command": "reboot"})
+    path = write(tmp_path, book)
+    module._boot_waits_go_on()
+    assert module._repeat == {}
+    # The boot wait, with forks enough for the 2 slots and the spare ones: it waits to the end, in one run.
     module = strategy(path, forks=2 + slots.SPARE_FORKS)
     task_vars = {"os_activate_book": {"path": path}}
     module._queue_task(Host("n1"), boot, task_vars, None)
-    assert module.queued == ["n1"] and _slots.REPEATS_VAR not in task_vars
+    assert module.queued == ["n1"] and _slots.REPEATS_VAR not in task_vars and module._continuing == {}
     # Fewer: the task is told that it runs again (its wait for the boot is then bounded).
     module = strategy(path, forks=3)
     module._wall = lambda: 0.0
@@ -389,15 +398,18 @@ def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue
     module._queue_task(Host("n1"), boot, {"os_activate_book": {"path": path}}, None)
     assert module.queued == ["n1"] and module._parked[0][2].get_name() == "n1" and module._repeat == {}
     assert next_task(Host("n1"), peek=True) == ("state", "next")
-    # A continue that ended the wait (nothing parked in the book), or whose host failed, runs once.
-    _slots.unpark_boot(book, "n1")
-    path = write(tmp_path, book)
-    module._continuing = {"n1": (path, boot)}
+    # Done without a new wake_at (skipped, or failed before it waited), or with its host failed: run once.
+    module._blocked_hosts["n1"] = False
     module._boot_waits_go_on()
     assert module._repeat == {} and module._continuing == {}
-    _slots.park_boot(book, "n1", {"before": "b1", "start": 0.0, "command": "reboot"}, now=10.0)
+    module._continuing = {"n1": (path, boot, 0.0)}
+    _slots.unpark_boot(book, "n1")
+    path = write(tmp_path, book)
+    module._boot_waits_go_on()
+    assert module._repeat == {} and module._continuing == {}
+    _slots.park_boot(book, "n1", {"before": "b1", "start": 0.0, "command": "reboot"}, now=20.0)
     path = write(tmp_path, book)
     module._iterator = Iterator(failed=["n1"])
-    module._continuing = {"n1": (path, boot)}
+    module._continuing = {"n1": (path, boot, 0.0)}
     module._boot_waits_go_on()
     assert module._repeat == {}
