@@ -25,7 +25,9 @@ description:
   - A host that reboots holds its slot but no fork - C(fleetos.layering.os_activate_slot) leaves the wait for the
     new boot to its next task (O(fleetos.layering.os_activate_slot#module:park_boot)), which is parked until four
     fifths of the shortest boot the run has seen went by since the reboot command. No fork is kept for it
-    meanwhile.
+    meanwhile. With fewer forks than the budget slots of the run plus 2, that wait gives its fork back every 6
+    seconds - the task parks the host again for a quarter of its boot so far, 2 to 6 seconds - and the strategy
+    runs the same task again.
   - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
     slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
     its slots one after the other, whatever the forks.
