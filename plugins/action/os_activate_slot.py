@@ -536,8 +536,8 @@ class ActionModule(ActionBase):
                     return None
             else:
                 reboot = self._reboot(config, command)
-            self._reboot_failed(path, host, config, dict(reboot, command=command))
             reboot["command"] = command
+            self._reboot_failed(path, host, config, reboot)
         return self._verify(path, host, config, reboot)
 
     def _parks_boot(self, config):

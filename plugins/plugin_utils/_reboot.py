@@ -166,6 +166,12 @@ def wait_attempts(args, elapsed, per_try):
     return int(max(1, min(WAIT_ATTEMPTS, left // per_try)))
 
 
+def _result(before=None):
+    """reboot()'s result before anything happened; ``before``: the boot id before the reboot."""
+    return {"changed": False, "rebooted": False, "went_down": False, "elapsed": 0.0,
+            "boot_id_before": before, "boot_id": None}
+
+
 def _next_poll(args, elapsed, polled, took):
     """Seconds before the next poll starts: poll_delay() after a poll the host answered (``polled``, or any poll
     when ssh does not wait), else poll_interval when ssh did not wait (the poll took less), else none."""
@@ -197,8 +203,7 @@ def send(action, args):
     failed), (what wait() needs: ``before``, the boot id before, and ``start``, the time of the
     command by ``action._clock``; None after a failure). The two halves may run in two tasks:
     the wait in a later one, with the same clock."""
-    result = {"changed": False, "rebooted": False, "went_down": False, "elapsed": 0.0,
-              "boot_id_before": None, "boot_id": None}
+    result = _result()
     # A boot id that is not one (login noise, an empty file) would never change: refuse
     # it before the reboot rather than wait out reboot_timeout after it.
     try:
@@ -233,8 +238,7 @@ def wait(action, args, sent, first_sleep=True, until=None):
     it, and ssh's tries end about then; the result is then ``waiting`` (neither back nor failed) when
     reboot_timeout is not over."""
     before, start = sent["before"], sent["start"]
-    result = {"changed": False, "rebooted": False, "went_down": False, "elapsed": 0.0,
-              "boot_id_before": before, "boot_id": None}
+    result = _result(before)
     connection = action._connection
     option, previous = _set_connect_timeout(connection, args["connect_timeout"])
     extra = _extra_args(connection)

@@ -153,6 +153,7 @@ class StrategyModule(FreeStrategyModule):
         self._parked = []        # [(book path, host, task, task_vars, play_context)], in the order parked
         self._launched = {}      # book path -> hosts let go to ask, not seen holding or done yet
         self._books = {}         # book path -> (file identity, book)
+        self._fixed = {}         # book path -> (each host's place in the rollout order, the book's slots)
         self._iterator = None
         self._running = _Running(self)
         self._idle_since = None
@@ -259,14 +260,17 @@ class StrategyModule(FreeStrategyModule):
             book = _slots.read_book(path)
         except _slots.SlotError:
             return None
-        # The slot holders and each host's place in the rollout order, once per version of the book: every other
-        # task of the play looks at the holders, every look at the parked hosts at their places.
+        # The slot holders, once per version of the book: every other task of the play looks at them. Each host's
+        # place in the rollout order (every look at the parked hosts) and the slots of all pools, once per book:
+        # its hosts, their order and the budgets do not change.
         book["_holders"] = [h for h in book["order"] if book["hosts"][h]["state"] == "holding"]
-        book["_position"] = {h: i for i, h in enumerate(book["order"])}
-        pools = {}
-        for entry in book["hosts"].values():
-            pools[entry["pool"]] = pools.get(entry["pool"], 0) + 1
-        book["_slots"] = sum(min(count, book["pools"][pool]["budget"]) for pool, count in pools.items())
+        if path not in self._fixed:
+            pools = {}
+            for entry in book["hosts"].values():
+                pools[entry["pool"]] = pools.get(entry["pool"], 0) + 1
+            self._fixed[path] = ({h: i for i, h in enumerate(book["order"])},
+                                 sum(min(count, book["pools"][pool]["budget"]) for pool, count in pools.items()))
+        book["_position"], book["_slots"] = self._fixed[path]
         self._books[path] = (identity, book)
         return book
 

@@ -63,7 +63,7 @@ class TQM:
 def strategy(path, forks=4, iterator=None):
     """A strategy without a task queue manager: _queue_task of the free strategy is recorded, not run."""
     module = slots.StrategyModule.__new__(slots.StrategyModule)
-    module._parked, module._launched, module._books = [], {}, {}
+    module._parked, module._launched, module._books, module._fixed = [], {}, {}, {}
     module._iterator = iterator or Iterator()
     module._running = slots._Running(module)
     module._idle_since, module._looked_at, module._said_at = None, 0.0, None
