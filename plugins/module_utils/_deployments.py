@@ -14,7 +14,7 @@ from __future__ import annotations
 from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient, origin_status
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
+from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host, which_argv
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
 
@@ -54,6 +54,18 @@ def read_rpm_ostree(host, executable, architecture=True):
     if architecture:
         facts["architecture"] = oci_architecture(as_host(host).machine())
     return facts
+
+
+def read_commands(backend, rpm_ostree_executable=None, bootc_executable=None, architecture=True):
+    """What :func:`read_host` runs on a host reached over a connection, for ``Host.prefetch``: the look-up of bootc
+    (``auto``), the status of the tool that booted the host, its machine name. Empty with an executable given (it
+    is checked first, as read_host checks it)."""
+    if rpm_ostree_executable or bootc_executable:
+        return []
+    bootc, rpm_ostree = ["bootc", "status", "--format=json"], ["rpm-ostree", "status", "--json"]
+    commands = {"auto": [(which_argv("bootc"), None), (bootc, (0, True)), (rpm_ostree, (0, False))],
+                "bootc": [(bootc, None)], "rpm-ostree": [(rpm_ostree, None)]}[backend]
+    return commands + ([(["uname", "-m"], None)] if architecture else [])
 
 
 def read_host(host, backend, rpm_ostree_executable=None, bootc_executable=None, architecture=True):

@@ -168,6 +168,88 @@ def digest_of(data):
     return "-" if data is None else hashlib.sha256(data).hexdigest()
 
 
+# $1 a marker unique to this run, then the commands, each a shell line (shell_command) after its condition and a
+# colon: "-" (always), or "N+" / "N-" (only when the command N, counted from 1, ran and exited 0 / ran and did not).
+# Each command runs in a subshell, its stdin empty; its output goes to stdout and its messages to stderr, each
+# between the lines "MARK N BEGIN" and "MARK N END RC" (a newline before each, so that an output without a final
+# newline stays as it was): split_output() takes them apart.
+BATCH_SCRIPT = r"""
+m=$1; shift; i=0
+for c do
+  i=$((i + 1)); when=${c%%:*}; c=${c#*:}
+  if [ "$when" != - ]; then
+    n=${when%?}; eval "got=\${r_$n-}"
+    case $when in
+      *+) [ "$got" = 0 ] || continue ;;
+      *) [ -n "$got" ] && [ "$got" != 0 ] || continue ;;
+    esac
+  fi
+  printf '\n%s %s BEGIN\n' "$m" "$i"; printf '\n%s %s BEGIN\n' "$m" "$i" >&2
+  (eval "$c") </dev/null
+  r=$?; eval "r_$i=$r"
+  printf '\n%s %s END %s\n' "$m" "$i" "$r"; printf '\n%s %s END %s\n' "$m" "$i" "$r" >&2
+done
+exit 0
+"""
+
+
+def batch_argv(marker, commands):
+    """The argv that runs ``commands`` (``[(argv, when)]``, ``when`` None or ``(index, ok)`` of an earlier command:
+    only after it exited 0, ``ok`` True, or non-zero) in one host command, with :data:`BATCH_SCRIPT`."""
+    lines = []
+    for argv, when in commands:
+        condition = "-" if when is None else "%d%s" % (when[0] + 1, "+" if when[1] else "-")
+        lines.append("%s:%s" % (condition, shell_command(list(argv))))
+    return ["sh", "-c", BATCH_SCRIPT, "sh", marker] + lines
+
+
+def chain(*groups):
+    """The commands of several :meth:`Host.prefetch` lists as one: the conditions of each group name its own
+    commands (counted from 0 in the group)."""
+    commands = []
+    for group in groups:
+        base = len(commands)
+        commands.extend((argv, None if when is None else (when[0] + base, when[1])) for argv, when in group)
+    return commands
+
+
+# $1 a name: the shell's word for it (a path, for an executable file); exit 1 when the shell knows none.
+WHICH_SCRIPT = 'command -v -- "$1"'
+
+
+def which_argv(name):
+    """The argv that asks the host's shell where the executable ``name`` is (:data:`WHICH_SCRIPT`)."""
+    return ["sh", "-c", WHICH_SCRIPT, "sh", name]
+
+
+def read_file_argv(path, siblings=()):
+    """The argv of :meth:`Host.read_file` (:data:`READ_SCRIPT`): what a prefetch of the file runs."""
+    return ["sh", "-c", READ_SCRIPT, "sh", path] + list(siblings)
+
+
+def split_output(output, marker):
+    """``{index: (rc, output)}`` of the commands of a :data:`BATCH_SCRIPT` run that ran to their end, from its
+    stdout or stderr ``output`` (bytes); ``marker`` (text) as it was given."""
+    head = b"\n" + marker.encode("ascii") + b" "
+    found, pos = {}, 0
+    while True:
+        at = output.find(head, pos)
+        if at < 0:
+            return found
+        line_end = output.find(b"\n", at + len(head))
+        words = output[at + len(head):line_end].split() if line_end >= 0 else []
+        if len(words) != 2 or words[1] != b"BEGIN" or not words[0].isdigit():
+            return found
+        tail = head + words[0] + b" END "
+        end = output.find(tail, line_end)
+        rc_end = output.find(b"\n", end + len(tail)) if end >= 0 else -1
+        rc = output[end + len(tail):rc_end] if rc_end >= 0 else b""
+        if not rc.isdigit():
+            return found
+        found[int(words[0]) - 1] = (int(rc), output[line_end + 1:end])
+        pos = rc_end
+
+
 class Host:
     """What a host-side step needs of the host. Subclasses run commands their own way."""
 
@@ -184,6 +266,14 @@ class Host:
         is text. A command that cannot start is rc 127, as the shell reports it.
         """
         raise NotImplementedError
+
+    def prefetch(self, commands):
+        """Run ``commands`` (``[(argv, when)]``, as :func:`batch_argv` takes them) ahead, where one host command
+        costs more than the work it runs: each result then answers the first :meth:`run` of its argv without
+        stdin. A host that runs its commands itself (a module) runs them when they are asked for."""
+
+    def forget(self):
+        """Drop what :meth:`prefetch` read and no command asked for yet: the host may have changed since."""
 
     def which(self, name):
         """The path of the executable ``name`` found in the host's PATH, or None."""

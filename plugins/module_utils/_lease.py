@@ -32,9 +32,9 @@ import os
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_host
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_commands, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
+from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host, chain, read_file_argv
 
 DEFAULT_PATH = "/var/lib/fleetos/rollout-lease.json"
 PHASES = ("planned", "rebooting", "activated", "failed", "done")
@@ -56,6 +56,12 @@ ARGUMENT_SPEC = dict(
     wait=dict(type="int", default=0),
     deployments=dict(type="str", choices=list(BACKENDS)),
     update_agents=dict(type="bool", default=False),
+    release_unchanged=dict(type="dict", options=dict(
+        plans=dict(type="str", required=True),
+        resolutions=dict(type="raw"),
+        lock=dict(type="raw"),
+        pins=dict(type="raw"),
+    )),
     path=dict(type="path", default=DEFAULT_PATH),
 )
 
@@ -82,6 +88,9 @@ def check_arguments(params):
         raise InvalidInputError("ttl must be a positive number of seconds, got %d." % params["ttl"])
     if params["wait"] < 0:
         raise InvalidInputError("wait must not be negative, got %d." % params["wait"])
+    if params.get("release_unchanged") and (params["state"] != "acquired" or not params["deployments"]):
+        raise InvalidInputError("release_unchanged needs state=acquired and deployments: the host's plan is made from"
+                                " the deployments read under the lease.")
     check_path(params["path"])
 
 
@@ -129,9 +138,14 @@ def read(host, path):
     return data, parse(data, path)
 
 
+def _encode(record):
+    """The bytes of the lease file that holds ``record``."""
+    return (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8")
+
+
 def _write(host, path, record, expected):
     """Replace the lease file with ``record`` if it still holds ``expected``; -> False when it changed meanwhile."""
-    data = (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8")
+    data = _encode(record)
     try:
         return as_host(host).replace_file(path, data, expected, mode=0o600, lock=_lock(path))
     except HostFileError as exc:
@@ -204,6 +218,8 @@ def acquire(host, path, rollout, owner, started_at, ttl, phase=None, target_dige
             if target_digest is not None:
                 lease["target_digest"] = target_digest
             if not check_mode and not _write(host, path, lease, data):
+                # What was read ahead with the lease was read before that change: read it again.
+                as_host(host).forget()
                 continue
             return True, lease, None if ours else current
         if stale_plan:
@@ -213,13 +229,20 @@ def acquire(host, path, rollout, owner, started_at, ttl, phase=None, target_dige
         if not (_younger(current, started_at, rollout) and now() < deadline):
             raise LeaseHeldError("The host is leased by %s: nothing was changed; name that rollout in "
                                  "break_lease if it is gone." % _describe(current, now()), current)
+        as_host(host).forget()
         sleep(1)
 
 
-def release(host, path, rollout, phase=None, check_mode=False, now=time.time):
-    """Release the lease of ``rollout`` on ``host`` (a no-op for another rollout's); -> (changed, lease)."""
+def release(host, path, rollout, phase=None, check_mode=False, now=time.time, written=None):
+    """Release the lease of ``rollout`` on ``host`` (a no-op for another rollout's); -> (changed, lease).
+
+    ``written``: the record this task wrote last, taken as what the file holds (the write compares it), so that
+    it is not read again first; should the file have changed meanwhile, it is read."""
     while True:
-        data, current = read(host, path)
+        if written is not None:
+            data, current, written = _encode(written), written, None
+        else:
+            data, current = read(host, path)
         if current is None or current.get("rollout") != rollout or current.get("released"):
             return False, current
         lease = dict(current, released=True, released_at=now())
@@ -238,6 +261,14 @@ def task_result(host, params, check_mode):
     refused = None
     try:
         check_arguments(params)
+        if params["deployments"] and params["state"] == "acquired":
+            # One host command for the reads of the contact: the lease file, then the deployments and the update
+            # agents. They count as read under the lease when the lease is then written over what was read here
+            # (the write compares it); a lease that changed meanwhile is read again, and so are they.
+            as_host(host).prefetch(chain(
+                [(read_file_argv(params["path"], (_lock(params["path"]),)), None)],
+                read_commands(params["deployments"]),
+                [(_update_agents.probe_argv(), None)] if params.get("update_agents") else []))
         if params["state"] == "acquired":
             try:
                 changed, lease, previous = acquire(

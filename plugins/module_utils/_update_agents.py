@@ -73,10 +73,15 @@ exit 0
 """
 
 
+def probe_argv():
+    """The one command :func:`probe` runs (for ``Host.prefetch``)."""
+    return ["sh", "-c", PROBE_SCRIPT, "sh"] + [UNITS[name] for name in AGENTS]
+
+
 def probe(host):
     """The raw state of the agents on ``host`` (a ``_host.Host``): ``{"units": {unit: (enabled, active)},
     "files": {path: bytes}}``, from one command."""
-    argv = ["sh", "-c", PROBE_SCRIPT, "sh"] + [UNITS[name] for name in AGENTS]
+    argv = probe_argv()
     rc, out, err = host.run(argv, binary=True)
     if rc != 0:
         raise CommandError("Failed to read the update agents of the host: %s." % (

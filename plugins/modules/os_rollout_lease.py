@@ -96,9 +96,10 @@ options:
   deployments:
     description:
       - Also read the host's deployments with this tool, as M(fleetos.layering.os_info) does with its
-        O(fleetos.layering.os_info#module:backend), once the lease is taken (or refused), in the same run on the
-        host; they are returned as RV(deployments). A rollout plans the host from what it read under its own
-        lease, and contacts the host once for both.
+        O(fleetos.layering.os_info#module:backend); they are returned as RV(deployments). A rollout plans the host
+        from what it read under its own lease, and contacts the host once for both.
+      - The lease file and the deployments are read in one host command, the lease written then only if the file
+        still holds what was read (so nothing took the lease in between); when it changed, both are read again.
       - Not set, nothing is read.
     type: str
     choices: [auto, bootc, rpm-ostree]
@@ -108,6 +109,38 @@ options:
         O(fleetos.layering.os_info#module:update_agents), into the key C(update_agents) of RV(deployments).
     type: bool
     default: false
+  release_unchanged:
+    description:
+      - With O(deployments), plan the host from what was read under the lease, and release the lease in the same
+        contact when the plan leaves the host as it is (its booted image is its target, no update agent to turn
+        off, no lease a killed rollout left to finish); RV(released) then says so. A rollout rerun on a converged
+        fleet then contacts each host once.
+      - For the role fleetos.layering.os_plan, which gathers the plan's inputs for the play; the lease is kept when
+        the plan changes the host, or could not be made.
+      - Requires O(state=acquired) and O(deployments).
+    type: dict
+    suboptions:
+      plans:
+        description:
+          - The name of the host's variable that holds the plan of the fleet (the record of the filter
+            fleetos.layering.rollout_plan_fleet). It is read as it is, not templated, so that each host reads its
+            own entry only.
+        type: str
+        required: true
+      resolutions:
+        description:
+          - The images resolved for the plan (the registered loop of M(fleetos.layering.os_image_pull) with
+            O(fleetos.layering.os_image_pull#module:state=resolved)).
+        type: raw
+      lock:
+        description:
+          - The lock of the layered images, read (filter fleetos.layering.layered_image_lock_read), or V(null).
+        type: raw
+      pins:
+        description:
+          - The tags a verified canary batch pinned to digests, or V(null) (see the filter
+            fleetos.layering.rollout_plan).
+        type: raw
   path:
     description:
       - The lease file on the host; a lock file C(<path>.lock) sits next to it.
@@ -187,6 +220,14 @@ deployments:
     backend: rpm-ostree
     booted: {checksum: 8b1a9953c4611296a827abf8c47804d7e6c49c6b6e2ab6a1e1e1e0e0e0e0e0e0}
     staged: null
+released:
+  description:
+    - With O(release_unchanged), V(true) when the plan left the host unchanged and the lease was released in the
+      same contact (RV(acquired) stays V(true), as this rollout held it). A release that failed leaves the lease
+      taken and says why in C(release_failed).
+  returned: when the lease was released with O(release_unchanged)
+  type: bool
+  sample: true
 holder:
   description: The record of the rollout that holds the lease, when it was refused.
   returned: failure

@@ -20,6 +20,8 @@ anything else into one sentence and the traceback.
 
 from __future__ import annotations
 
+import binascii
+import os
 import re
 import traceback
 
@@ -34,7 +36,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     sentence,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._host import Host, shell_command
+from ansible_collections.fleetos.layering.plugins.module_utils._host import Host, batch_argv, shell_command, split_output, which_argv
 
 
 class BecomeError(CommandError):
@@ -76,6 +78,8 @@ class ConnectionHost(Host):
     def __init__(self, action):
         self._action = action
         self._machine = None
+        # What prefetch() read: {argv tuple: (rc, stdout bytes, stderr text)}, each answered once.
+        self._fetched = {}
         # ssh gives a command without stdin a tty by default (use_tty): its output would come back with
         # \r\n line ends and the login's messages. Off for this task's connection only: a tool's output
         # must come back as it wrote it.
@@ -86,7 +90,28 @@ class ConnectionHost(Host):
         except (AttributeError, KeyError):
             pass
 
+    def prefetch(self, commands):
+        commands = [(list(argv), when) for argv, when in commands]
+        marker = "fleetos-%s" % binascii.hexlify(os.urandom(8)).decode("ascii")
+        rc, out, err = self.run(batch_argv(marker, commands), binary=True)
+        if rc != 0:
+            return
+        outs = split_output(out, marker)
+        errs = split_output(to_bytes(err, errors="surrogateescape"), marker)
+        self._fetched = {}
+        for index, (argv, _when) in enumerate(commands):
+            if index in outs and index in errs:
+                self._fetched[tuple(argv)] = (outs[index][0], outs[index][1],
+                                              to_text(errs[index][1], errors="replace"))
+
+    def forget(self):
+        self._fetched = {}
+
     def run(self, argv, data=None, binary=False):
+        fetched = self._fetched.pop(tuple(argv), None) if data is None else None
+        if fetched is not None:
+            rc, out, err = fetched
+            return rc, (out if binary else to_text(out, errors="replace")), err
         line = shell_command(list(argv))
         # surrogateescape keeps every byte of the output, so that binary output comes back exactly. Under
         # become the connection sends the become password first, on its own line, after sudo's prompt,
@@ -113,7 +138,7 @@ class ConnectionHost(Host):
 
     def which(self, name):
         # command -v prints a builtin's or a function's bare name: only a path is an executable.
-        rc, out, _err = self.run(["sh", "-c", 'command -v -- "$1"', "sh", name])
+        rc, out, _err = self.run(which_argv(name))
         # One line, the path as it is (a name may end in a space): only its newline goes.
         lines = out[:-1].split("\n") if out.endswith("\n") else out.split("\n")
         path = lines[-1] if lines else ""
@@ -187,6 +212,8 @@ class HostStep(ActionBase):
             result.update(failed=True, msg=getattr(exc, "message", None) or str(exc))
             return result
         self._fleetos_host = (task_vars or {}).get("inventory_hostname")
+        # The host's variables as they are, for a step that reads one without templating it (os_rollout_lease).
+        self._fleetos_vars = task_vars
         try:
             result.update(self.step(ConnectionHost(self), args, self._task.check_mode))
         except BecomeError as exc:

@@ -14,7 +14,7 @@ controller's; here they cost a lookup of each host's variables, once."""
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import host_values, plain
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
+from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan, images_to_inspect
 from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, refusals, takeover
 
 # What the book of slots reads of each host: (key, inventory variable, default), as the role
@@ -51,6 +51,28 @@ def read_plans(fleet, reads, resolutions=None, inspections=None, lock=None, pins
                                 inspections=inspections, lock=lock, pins=pins,
                                 update_agents=given.get("update_agents"))
     return plans
+
+
+def leaves_unchanged(fleet, host, lease_result, resolutions=None, lock=None, pins=None):
+    """Whether ``host``'s plan, made from the read under its lease, leaves it as it is with nothing else for the
+    rollout to do on it: its lease can then be released in the same contact (os_rollout_lease
+    ``release_unchanged``), and the host needs no task of its own after the plan.
+
+    ``fleet`` is the record of ``rollout_plan_fleet`` and ``lease_result`` the host's os_rollout_lease result with
+    its ``deployments``. Not unchanged: a lease not taken, a host whose plan needs the images' commits (a second
+    read), an update agent to turn off, or a lease a killed rollout left (a verification, a FleetLock slot)."""
+    result = plain(lease_result) if isinstance(lease_result, dict) else {}
+    entry = plain(((fleet or {}).get("hosts") or {}).get(host))
+    if not result.get("acquired") or result.get("failed") or not isinstance(result.get("deployments"), dict) \
+            or not isinstance(entry, dict) or entry.get("error") is not None:
+        return False
+    plan = read_plans({"hosts": {host: entry}}, {host: result["deployments"]}, resolutions=plain(resolutions),
+                      lock=plain(lock), pins=plain(pins)).get(host)
+    if not isinstance(plan, dict) or images_to_inspect([plan]):
+        return False
+    plan = lease_plan(plan, result)
+    return plan.get("action") == "unchanged" and not plan.get("release_slot") \
+        and not (plan.get("update_agents") or {}).get("disable")
 
 
 def host_reads(hostvars, hosts, leased):
@@ -141,7 +163,9 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
             "agents": bool((plan.get("update_agents") or {}).get("disable")),
             "pin": action == "pin",
             "unlock": activate and action in ("unchanged", "pin") and values.get("fleetos_fleetlock_url") not in (None, ""),
-            "release": action != "stage" and not in_book and bool(results[host].get("acquired")),
+            # Not a lease the plan's contact released already (an unchanged host, os_rollout_lease release_unchanged).
+            "release": action != "stage" and not in_book and bool(results[host].get("acquired"))
+            and not results[host].get("released"),
         }
         for name, yes in chosen.items():
             if yes:

@@ -12,6 +12,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import os_rollout_lease
+from ansible_collections.fleetos.layering.plugins.module_utils import _host
 
 OWNER = {"controller": "ctl", "user": "ops", "pid": 4242}
 
@@ -26,8 +27,8 @@ def path(tmp_path):
     return str(tmp_path / "fleetos" / "rollout-lease.json")
 
 
-def _run(args, failed=False, check_mode=False):
-    return run_action(os_rollout_lease, args, failed=failed, check_mode=check_mode)
+def _run(args, failed=False, check_mode=False, task_vars=None):
+    return run_action(os_rollout_lease, args, failed=failed, check_mode=check_mode, task_vars=task_vars)
 
 
 def _acquire(path, rollout="r1", **kwargs):
@@ -94,8 +95,12 @@ def test_deployments_are_read_after_the_lease_is_taken(fake, path):
     result = _run(_acquire(path, deployments="rpm-ostree"))
     assert result["acquired"] and json.load(open(path))["rollout"] == "r1"
     assert [call[0] for call in fake["calls"]] == [["rpm-ostree", "status", "--json"]]
-    # The lease was read and written on the host, then the deployments read: no Python there.
+    # The lease was read and written on the host, and the deployments read: no Python there. The reads were one
+    # host command, before the lease was written (over what was read with them).
     assert [files[0] for files in fake["files"]] == [path, path]
+    assert len(fake["sent"]) == 2 and len(fake["batches"]) == 1
+    replace = "p=$1 lock=$2 want=$3 mode=$4"
+    assert replace in _host.REPLACE_SCRIPT and replace not in fake["sent"][0] and replace in fake["sent"][1]
     assert result["deployments"]["backend"] == "rpm-ostree"
     assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "a" * 64
     assert _run(_acquire(path))["deployments"] is None
@@ -116,3 +121,64 @@ def test_a_failed_read_fails_the_task_and_keeps_the_lease_result(fake, path):
     assert result["acquired"] is True and result["deployments"] is None
     assert "cannot connect to the system bus" in result["msg"]
     assert json.load(open(path))["rollout"] == "r1"
+
+
+REG = "198.51.100.1:5000/fleetos/os"
+TARGET = "sha256:" + "a" * 64
+# The plan of the fleet as the role os_plan holds it (rollout_plan_fleet), and the image it resolved.
+FLEET = {"hosts": {"node01": {"error": None, "assignment": None, "plan": {"action": None}, "inputs": {
+    "pool": "a", "fallback_image": REG + "@" + TARGET, "fallback_transport": None, "pool_paused": False, "labels": {},
+    "update_agents": None}}}}
+RESOLVED = {"results": [{"item": REG + "@" + TARGET, "digest": TARGET, "index": False, "image": REG + "@" + TARGET,
+                         "manifests": {}}]}
+RELEASE = {"plans": "__os_plan_fleet", "resolutions": RESOLVED}
+
+
+def _booted(digest):
+    return json.dumps({"deployments": [{"booted": True, "checksum": "d" * 64,
+                                        "container-image-reference": "ostree-unverified-registry:%s@%s" % (REG, digest),
+                                        "container-image-reference-digest": digest, "osname": "default"}],
+                       "transaction": None})
+
+
+def _release_unchanged(path, fake, booted, check_mode=False):
+    fake["results"] = [(0, _booted(booted), "")]
+    return _run(_acquire(path, deployments="rpm-ostree", release_unchanged=RELEASE), check_mode=check_mode,
+                task_vars={"inventory_hostname": "node01", "__os_plan_fleet": FLEET})
+
+
+def test_a_host_the_plan_leaves_unchanged_is_released_in_the_same_contact(fake, path):
+    result = _release_unchanged(path, fake, TARGET)
+    assert result["acquired"] and result["released"] and result["lease"]["released"]
+    assert json.load(open(path))["released"] is True
+    # One read of the deployments, no other host command: the lease file was read and replaced twice.
+    assert [call[0] for call in fake["calls"]] == [["rpm-ostree", "status", "--json"]]
+    assert [files[0] for files in fake["files"]] == [path, path, path]
+    # Three host commands: the reads, the lease written, then released (over what was written: no read again).
+    assert len(fake["sent"]) == 3
+
+
+def test_a_host_the_plan_changes_keeps_its_lease(fake, path):
+    result = _release_unchanged(path, fake, "sha256:" + "b" * 64)
+    assert result["acquired"] and "released" not in result
+    assert json.load(open(path))["released"] is False
+
+
+def test_release_unchanged_in_check_mode_writes_nothing(fake, path, tmp_path):
+    result = _release_unchanged(path, fake, TARGET, check_mode=True)
+    assert result["released"] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, task_vars, message", [
+    (dict(release_unchanged=RELEASE), {"__os_plan_fleet": FLEET},
+     "release_unchanged needs state=acquired and deployments: the host's plan is made from the deployments read"
+     " under the lease."),
+    (dict(deployments="rpm-ostree", release_unchanged=RELEASE), {},
+     "release_unchanged.plans names no plan of the fleet among the host's variables: __os_plan_fleet is not a"
+     " record of fleetos.layering.rollout_plan_fleet."),
+])
+def test_release_unchanged_without_its_inputs_fails_before_anything_is_written(
+        fake, path, tmp_path, args, task_vars, message):
+    result = _run(_acquire(path, **args), failed=True, task_vars=dict(task_vars, inventory_hostname="node01"))
+    assert result["msg"] == message and result["acquired"] is False
+    assert list(tmp_path.iterdir()) == []

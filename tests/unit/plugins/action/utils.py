@@ -34,7 +34,8 @@ def fake_host(monkeypatch):
     (name -> path; a name not there is found at /usr/bin/NAME unless its path is None),
     ``state["machine"]``, and ``test`` and ``stat`` run here. The file scripts of ``_host`` (read, replace,
     place, restore, remove) run for real here too, on the test's own files (their arguments in ``state["files"]``).
-    ``state["results"]`` holds the
+    A batch of commands (``Host.prefetch``) is one host command: ``state["batches"]`` records its lines, and each
+    of its commands is answered as above; ``state["sent"]`` holds the lines sent to the host (a batch is one). ``state["results"]`` holds the
     ``(rc, stdout, stderr)`` of the other commands, in order; ``state["hooks"]`` maps argv[1]
     to a callable run first, as for the modules' fake.
     """
@@ -45,9 +46,33 @@ def fake_host(monkeypatch):
     from ansible_collections.fleetos.layering.plugins.module_utils import _host
 
     state = {"calls": [], "results": [], "hooks": {}, "which": {}, "machine": "x86_64", "lines": [], "lookups": [],
-             "files": []}
+             "files": [], "batches": [], "sent": []}
+
+    def batch(_action, marker, lines):
+        """_host.BATCH_SCRIPT, here: each command as execute() answers it, its output framed as the script frames it."""
+        rcs, out, err = {}, "", ""
+        for index, line in enumerate(lines, 1):
+            when, line = line.split(":", 1)
+            if when != "-":
+                got = rcs.get(int(when[:-1]))
+                if got is None or (got == 0) != (when[-1] == "+"):
+                    continue
+            done = answer(line)
+            rcs[index] = done["rc"]
+            out += "\n%s %d BEGIN\n%s\n%s %d END %d\n" % (marker, index, done["stdout"], marker, index, done["rc"])
+            err += "\n%s %d BEGIN\n%s\n%s %d END %d\n" % (marker, index, done["stderr"], marker, index, done["rc"])
+        return {"rc": 0, "stdout": out, "stderr": err}
 
     def execute(self, cmd, sudoable=True, in_data=None, executable=None, encoding_errors=None, chdir=None):
+        state["sent"].append(cmd)
+        words = shlex.split(cmd)
+        if words[1:4] == ["sh", "-c", _host.BATCH_SCRIPT]:
+            # One host command that runs several (Host.prefetch): each is recorded as if it ran alone.
+            state["batches"].append(words[6:])
+            return batch(self, words[5], words[6:])
+        return answer(cmd, in_data)
+
+    def answer(cmd, in_data=None):
         state["lines"].append(cmd)
         words = shlex.split(cmd)
         env = {}
@@ -82,13 +107,14 @@ def fake_host(monkeypatch):
     return state
 
 
-def run_action(plugin_module, args, failed=False, check_mode=False):
-    """Run ``plugin_module``'s action with ``args`` on a faked host (see fake_host); -> its result.
+def run_action(plugin_module, args, failed=False, check_mode=False, task_vars=None):
+    """Run ``plugin_module``'s action with ``args`` on a faked host (see fake_host), with ``task_vars`` as the
+    host's variables; -> its result.
 
     The result must be failed (``failed=True``) or not, as the caller expects (``failed=None``: either)."""
     connection = MagicMock()
     connection.transport = "ssh"
     action = new_action(plugin_module, dict(args), check_mode=check_mode, connection=connection)
-    result = action.run(task_vars={})
+    result = action.run(task_vars=dict(task_vars or {}))
     assert failed is None or bool(result.get("failed")) is failed, result
     return result

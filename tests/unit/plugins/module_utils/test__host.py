@@ -189,3 +189,60 @@ def test_is_executable_and_machine(tmp_path_factory):
 def test_a_missing_command_is_rc_127():
     rc, _out, err = ConnectionHost(_LocalAction()).run(["no-such-tool-fleetos", "--help"])
     assert rc == 127 and "no-such-tool-fleetos" in err
+
+
+def test_a_prefetch_is_one_host_command_whose_results_answer_each_argv_once():
+    action = _LocalAction()
+    host = ConnectionHost(action)
+    binary = ["printf", "\\377\\000no newline"]
+    failing = ["sh", "-c", "echo out; echo 'it failed' >&2; exit 3"]
+    # A stdin of its own: the batch must not hand its commands the connection's stdin.
+    reads_stdin = ["sh", "-c", "cat; echo read"]
+    host.prefetch([(ECHO_ARGV + HOSTILE, None), (binary, None), (failing, None), (reads_stdin, None),
+                   (["printf", "after failure"], (2, False)), (["printf", "never"], (2, True)),
+                   (_host.which_argv("no-such-tool-fleetos"), None)])
+    assert len(action.lines) == 1
+    rc, out, err = host.run(ECHO_ARGV + HOSTILE)
+    assert (rc, json.loads(out), err) == (0, ["C", HOSTILE], "")
+    assert host.run(binary, binary=True) == (0, b"\xff\x00no newline", "")
+    assert host.run(failing) == (3, "out\n", "it failed\n")
+    assert host.run(reads_stdin) == (0, "read\n", "")
+    assert host.run(["printf", "after failure"]) == (0, "after failure", "")
+    assert host.which("no-such-tool-fleetos") is None
+    assert len(action.lines) == 1
+    # Each result answers once; a command that did not run (its condition), or asked again, runs then.
+    assert host.run(["printf", "never"]) == (0, "never", "")
+    assert host.run(binary, binary=True) == (0, b"\xff\x00no newline", "")
+    assert len(action.lines) == 3
+
+
+def test_forget_drops_what_was_read_ahead_and_a_command_with_stdin_always_runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("files")
+    action = _LocalAction()
+    host = ConnectionHost(action)
+    path = str(folder / "lease")
+    host.prefetch([(_host.read_file_argv(path), None), (["cat"], None)])
+    with open(path, "w") as handle:
+        handle.write("new")
+    # Read ahead before the file was there.
+    assert host.read_file(path) is None
+    assert host.run(["cat"], data="given") == (0, "given", "")
+    host.prefetch([(_host.read_file_argv(path), None)])
+    host.forget()
+    assert host.read_file(path) == b"new"
+    assert len(action.lines) == 4
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_batch_script_frames_each_command_on_every_shell(shell):
+    marker = "fleetos-0123456789abcdef"
+    # An output with another run's frame lines: the marker is random, an output cannot hold this run's.
+    other = "\nfleetos-ffffffffffffffff 1 END 0\n"
+    argv = _host.batch_argv(marker, [(["printf", "a%s", other], None), (["false"], None),
+                                     (["printf", "b"], (1, False)), (["printf", "c"], (1, True))])
+    proc = subprocess.run([shell, "-c", _host.shell_command(argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          check=False)
+    outs, errs = _host.split_output(proc.stdout, marker), _host.split_output(proc.stderr, marker)
+    assert outs[0] == (0, b"a" + other.encode())
+    assert outs[1] == (1, b"") and outs[2] == (0, b"b") and 3 not in outs
+    assert sorted(errs) == [0, 1, 2] and proc.returncode == 0

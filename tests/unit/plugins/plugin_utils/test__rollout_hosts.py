@@ -10,6 +10,8 @@ import subprocess
 import sys
 import socket
 
+import pytest
+
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _resume, _rollout_hosts
 
 TARGET = "sha256:" + "c" * 64
@@ -111,3 +113,51 @@ def test_read_plans_plans_the_hosts_read_and_keeps_the_fleet_s_errors():
     leased = {"n1": {"os_plan_lease_result": {"acquired": False, "deployments": {"backend": "bootc"}}},
               "n3": {"os_plan_lease_result": {"failed": True, "deployments": None}}}
     assert _rollout_hosts.host_reads(leased, ["n1", "n3"], leased=True) == {"n1": {"backend": "bootc"}}
+
+
+REG = "198.51.100.1:5000/fleetos/os"
+INPUTS = {"pool": "a", "fallback_image": REG + "@" + TARGET, "fallback_transport": None, "pool_paused": False,
+          "labels": {}, "update_agents": None}
+FLEET = {"hosts": {"n1": {"error": None, "inputs": INPUTS, "assignment": None, "plan": {"action": None}}}}
+RESOLVED = {"results": [{"item": REG + "@" + TARGET, "digest": TARGET, "index": False, "image": REG + "@" + TARGET,
+                         "manifests": {}}]}
+
+
+def read_under_lease(booted, previous=None, agents=None, **result):
+    deployment = {"checksum": "e" * 64, "origin": None,
+                  "image": {"reference": "ostree-unverified-registry:%s@%s" % (REG, booted), "digest": booted,
+                            "manifest_digest": booted}}
+    deployments = {"backend": "rpm-ostree", "booted": deployment, "staged": None, "architecture": "amd64"}
+    if agents is not None:
+        deployments["update_agents"] = agents
+    return dict(dict(acquired(previous), deployments=deployments), **result)
+
+
+ZINCATI_ON = {"zincati": {"would_update": True, "summary": "enabled, updates on"}}
+
+
+@pytest.mark.parametrize("fleet, result, expected", [
+    (FLEET, read_under_lease(TARGET), True),
+    (FLEET, read_under_lease(OLD), False),
+    # A killed run rebooted the host into its target: the rerun verifies it.
+    (FLEET, read_under_lease(TARGET, previous=KILLED), False),
+    (FLEET, read_under_lease(TARGET, acquired=False), False),
+    (FLEET, read_under_lease(TARGET, failed=True), False),
+    ({"hosts": {"n1": dict(FLEET["hosts"]["n1"], error="no image")}}, read_under_lease(TARGET), False),
+    ({"hosts": {}}, read_under_lease(TARGET), False),
+    # The rollout turns an update agent off on every host it takes on, an unchanged one as well.
+    ({"hosts": {"n1": dict(FLEET["hosts"]["n1"], inputs=dict(INPUTS, update_agents="disable"))}},
+     read_under_lease(TARGET, agents=ZINCATI_ON), False),
+], ids=["on its target", "on another image", "a killed run's reboot to verify", "lease not taken", "failed read",
+        "the fleet's error", "not in the fleet", "an update agent to turn off"])
+def test_leaves_unchanged_only_a_host_on_its_target_with_nothing_left_to_do(fleet, result, expected):
+    assert _rollout_hosts.leaves_unchanged(fleet, "n1", result, resolutions=RESOLVED) is expected
+
+
+def test_a_host_released_in_the_plan_s_contact_is_not_released_again():
+    results = {"n1": read_under_lease(TARGET, released=True), "n2": read_under_lease(TARGET)}
+    hostvars = {host: {"os_plan_lease_result": result} for host, result in results.items()}
+    plans = {host: plan(host, "unchanged") for host in results}
+    decided = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n2"], now=NOW)
+    assert decided["release"] == ["n2"]
+    assert decided["hosts"]["n1"]["plan"]["action"] == "unchanged"
