@@ -170,7 +170,7 @@ class ActionModule(ActionBase):
         """What op acquire was given for the host (kept in the book for the steps that follow)."""
         with self._book(path) as book:
             entry = book["hosts"][host]
-            config = dict(entry.get("activation") or {})
+            config = dict(book["activations"].get(host) or {})
         if config.get("command_timeout"):
             self._command_timeout = config["command_timeout"]
         return config, entry.get("next")
@@ -355,7 +355,7 @@ class ActionModule(ActionBase):
         if not granted:
             return {"granted": False, "reason": reason, "ansible_facts": {"os_activate_next": None}}
         with self._book(args["book"]) as book:
-            book["hosts"][host]["activation"] = config
+            book["activations"][host] = config
             book["hosts"][host]["next"] = None
         result = self._advance(args["book"], host, config, "granted")
         result.update(granted=True, reason=None)

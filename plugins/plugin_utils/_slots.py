@@ -9,9 +9,11 @@
 
 """The budget slots of an activation: who holds a slot, who failed, when to stop.
 
-A *book* is a JSON-serialisable mapping kept in one file on the controller for one run
-(``BookFile``); every fork of the run reads and writes it under an exclusive file lock,
-so the forks share one counting semaphore per pool. A host activates as soon as its pool
+A *book* is a JSON-serialisable mapping kept in a file on the controller for one run; every
+fork of the run reads and writes it under an exclusive file lock, so the forks share one
+counting semaphore per pool. What only one host's steps read (its activation record, what op
+acquire was given for it) is kept in a file per host beside it (:class:`HostFiles`), so that a
+step reads and writes a book of a few hundred bytes per host, whatever the fleet. A host activates as soon as its pool
 has a free slot: a slot freed is a slot taken (no waves). The functions below are pure:
 they take the book and ``now`` and change the book; the action plugin
 ``fleetos.layering.os_activate_slot`` calls them under the lock.
@@ -32,7 +34,9 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import MutableMapping
 from datetime import datetime, timezone
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
@@ -101,7 +105,8 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
     book = {
         "version": VERSION, "opened_at": float(now), "order": [], "hosts": {}, "pools": {},
         "max_failures": _int(max_failures, "max_failures", 1), "canary": [], "canary_verified": False, "canary_closed": False,
-        "stop": None, "blocked": {}, "grants": [], "records": {}, "settle": float(settle),
+        "stop": None, "blocked": {}, "grants": [], "records": {}, "activations": {}, "failed": [],
+        "settle": float(settle),
     }
     for item in hosts:
         if not isinstance(item, dict) or not item.get("host") or item.get("pool") in (None, ""):
@@ -562,10 +567,24 @@ def _failures(book):
     return failed_hosts(book) + list(book.get("stage_failed") or [])
 
 
+def _is_failed(record):
+    return record.get("status") == "failed" or bool(record.get("failed"))
+
+
+def _failed_names(book):
+    """The hosts whose record says failed: the book's list of them (``failed``, as last written), corrected by
+    the records read in this step, which may have changed."""
+    records = book["records"]
+    names = set(book.get("failed") or ())
+    for host, record in (records.loaded if isinstance(records, HostFiles) else records).items():
+        (names.add if _is_failed(record) else names.discard)(host)
+    return names
+
+
 def failed_hosts(book):
     """The hosts whose activation failed, in grant order; a host being rolled back counts already."""
-    return [h for h in book["grants"]
-            if book["records"].get(h, {}).get("status") == "failed" or book["records"].get(h, {}).get("failed")]
+    names = _failed_names(book)
+    return [h for h in book["grants"] if h in names]
 
 
 def close_canary(book, stop_after=False):
@@ -675,16 +694,95 @@ def remove_stale_books(directory=None):
     return removed
 
 
-def _text(book):
-    return json.dumps(book, sort_keys=True, separators=(",", ":"))
+# The book's mappings kept as a file per host: (key in the book, letter of the files, key of the hosts that have one).
+SIDE = (("records", "r", "recorded"), ("activations", "a", "activated"))
+
+
+def _dumps(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class HostFiles(MutableMapping):
+    """One of the book's mappings of host to entry (its records, what op acquire was given for each host), kept as
+    a file per host in ``<book>.d`` (``<letter><place in the book's order>.json``). A host's entry is read when a
+    step first asks for it; :meth:`save` writes what the step changed. ``names``: the hosts that have a file."""
+
+    def __init__(self, folder, letter, order, names=(), loaded=None):
+        self._folder, self._letter, self._order = folder, letter, order
+        self._names = set(names)
+        self._place = None
+        #: The entries read or set by this step: host -> entry.
+        self.loaded = dict(loaded or {})
+        self._texts = {}
+
+    def _file(self, host):
+        if self._place is None:
+            self._place = {name: index for index, name in enumerate(self._order)}
+        return os.path.join(self._folder, "%s%d.json" % (self._letter, self._place[host]))
+
+    def __contains__(self, host):
+        return host in self.loaded or host in self._names
+
+    def __getitem__(self, host):
+        if host not in self.loaded:
+            if host not in self._names:
+                raise KeyError(host)
+            try:
+                with open(self._file(host)) as handle:
+                    text = handle.read()
+                self.loaded[host] = json.loads(text)
+            except (OSError, ValueError) as exc:
+                raise SlotError("the slot book's file of %s cannot be read: %s" % (host, exc))
+            self._texts[host] = text
+        return self.loaded[host]
+
+    def __setitem__(self, host, entry):
+        self.loaded[host] = entry
+
+    def __delitem__(self, host):
+        raise SlotError("an entry of the slot book is not removed (%s)" % host)
+
+    def __iter__(self):
+        return iter(sorted(self._names | set(self.loaded)))
+
+    def __len__(self):
+        return len(self._names | set(self.loaded))
+
+    def save(self):
+        """Write each entry this step changed to its file (the book's file is written after them); -> the sorted
+        names of the hosts that have one."""
+        for host, entry in self.loaded.items():
+            text = _dumps(entry)
+            if text != self._texts.get(host):
+                os.makedirs(self._folder, mode=0o700, exist_ok=True)
+                replace_file(self._file(host), text.encode(), prefix=".side-")
+                self._texts[host] = text
+                self._names.add(host)
+        return sorted(self._names)
+
+
+def _side_folder(path):
+    return path + ".d"
+
+
+def _text(book, path):
+    """The text of the book's file; the per-host mappings' changed entries are written to their files first."""
+    shared = dict(book)
+    for key, letter, names in SIDE:
+        files = shared.pop(key, None)
+        if not isinstance(files, HostFiles):
+            files = HostFiles(_side_folder(path), letter, book["order"], loaded=files)
+        shared[names] = files.save()
+    shared["failed"] = sorted(_failed_names(book))
+    return _dumps(shared)
 
 
 def _write(path, book, text=None):
-    replace_file(path, (text if text is not None else _text(book)).encode(), prefix=".book-")
+    replace_file(path, (text if text is not None else _text(book, path)).encode(), prefix=".book-")
 
 
 def _load(path):
-    """-> (the book, its text as written)."""
+    """-> (the book, its text as written); its per-host mappings read from their files when asked for."""
     try:
         with open(path) as handle:
             text = handle.read()
@@ -693,6 +791,8 @@ def _load(path):
         raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
     if not isinstance(book, dict) or book.get("version") != VERSION:
         raise SlotError("the slot book %s is not a book of this collection's version" % path)
+    for key, letter, names in SIDE:
+        book[key] = HostFiles(_side_folder(path), letter, book["order"], book.pop(names, ()))
     return book, text
 
 
@@ -713,7 +813,7 @@ def locked_book(path):
         book, before = _load(path)
         yield book
         # Written as it was read (every write is _text's): unchanged when the text is the same.
-        after = _text(book)
+        after = _text(book, path)
         if after != before:
             _write(path, book, after)
     finally:
@@ -721,7 +821,8 @@ def locked_book(path):
 
 
 def remove_book_file(path):
-    """Remove the book, its lock and its directory (when the directory is the book's own)."""
+    """Remove the book, its lock, its hosts' files and its directory (when the directory is the book's own)."""
+    shutil.rmtree(_side_folder(path), ignore_errors=True)
     for name in (path, path + ".lock"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)

@@ -321,6 +321,37 @@ def test_the_book_file_is_private_and_shared_by_processes(tmp_path):
     assert not os.path.exists(os.path.dirname(path))
 
 
+def test_each_host_s_record_and_activation_are_a_file_of_their_own_read_when_asked_for(tmp_path):
+    names = ["n%03d" % i for i in range(100)]
+    path = _slots.create_book_file(book("a:" + ",".join(names), {"a": 100}, max_failures=50), str(tmp_path))
+    for name in names:
+        with _slots.locked_book(path) as b:
+            grant(b, name)
+            b["activations"][name] = {"mode": "finalize", "reboot": {"boot_time_command": "x" * 200}}
+            if name == "n007":
+                _slots.record_failure(b, name, "Check", {"msg": "unhealthy"}, 3.0, rollback=False)
+            else:
+                _slots.record_event(b, name, "verified", 3.0)
+    # The book's own file holds a few hundred bytes per host, however much each host's record and activation hold.
+    assert os.path.getsize(path) < 150 * len(names)
+    assert sorted(os.listdir(path + ".d")) == sorted(["a%d.json" % i for i in range(100)]
+                                                     + ["r%d.json" % i for i in range(100)])
+    with _slots.locked_book(path) as b:
+        # Who failed is known without reading any record.
+        assert _slots.failed_hosts(b) == ["n007"] and b["records"].loaded == {}
+        assert b["records"]["n042"]["status"] == "activated" and list(b["records"].loaded) == ["n042"]
+        assert b["activations"]["n042"]["reboot"]["boot_time_command"] == "x" * 200
+        assert "n042" in b["records"] and "nope" not in b["records"] and len(b["records"]) == 100
+        # A record changed in a step counts in that step, and is written with it.
+        _slots.record_failure(b, "n042", "Check", {"msg": "unhealthy"}, 4.0, rollback=False)
+        assert _slots.failed_hosts(b) == ["n007", "n042"]
+    with _slots.locked_book(path) as b:
+        assert _slots.failed_hosts(b) == ["n007", "n042"] and b["records"]["n042"]["reason"].endswith("unhealthy")
+        assert _slots.summary(b)["records"]["n099"]["status"] == "activated"
+    _slots.remove_book_file(path)
+    assert not os.path.exists(os.path.dirname(path))
+
+
 def test_a_new_book_removes_the_books_of_runs_that_are_gone(tmp_path):
     gone = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
     gone.start()
