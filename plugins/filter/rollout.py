@@ -22,6 +22,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _windows
+from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import host_values
 
 _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _INT_RE = re.compile(r"^\s*(\d+)\s*$")
@@ -277,8 +278,12 @@ def _num(value):
     return None if value is None or value == "" else float(value)
 
 
+# What the report reads of a host; the first marks a host of the run (set on every host of its first play).
+REPORT_NAMES = ("__fleetos_rollout_started", "__fleetos_rollout_plan", "os_stage_result", "os_activate_result")
+
+
 def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_at_text=None, activate=True,
-                   rollout=None):
+                   rollout=None, hostvars=None):
     """Build the rollout report from each host's variables (``hostvars[host]``).
 
     Reads ``inventory_hostname``, ``__fleetos_rollout_plan`` (action, pool, image,
@@ -286,10 +291,15 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
     ``summary`` is ``os_activate_summary`` (started, budgets, stop_reason, slots, records).
     A host without a plan is ``plan_failed``. With ``activate`` false (stage only), a
     host staged as planned is ``staged``, and a run that staged and failed nothing has
-    the result ``staged``.
+    the result ``staged``. With ``hostvars``, ``hosts`` are host names: each host's variables are
+    looked up once, and the hosts of the run (``__fleetos_rollout_started``) reported.
     """
     if not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("rollout_report: the input must be a list of host variable mappings")
+    if hostvars is not None:
+        found = host_values(hostvars, hosts, REPORT_NAMES)
+        hosts = [dict(found[host], inventory_hostname=host) for host in hosts
+                 if "__fleetos_rollout_started" in found.get(host, ())]
     summary = summary if isinstance(summary, dict) else {}
     started = set(summary.get("started") or [])
     records = summary.get("records") if isinstance(summary.get("records"), dict) else {}

@@ -181,8 +181,21 @@ def _host(book, host):
         raise SlotError("host %s is not one of the hosts to activate" % host)
 
 
+def members(book, pool):
+    """The hosts of ``pool`` in rollout order. A book's pools and order do not change: the list is worked out once
+    per book as read (kept under ``_members``, which is not written), so that a look at one pool does not go
+    through every host of the book."""
+    index = book.get("_members")
+    if index is None:
+        index = {}
+        for host in book["order"]:
+            index.setdefault(book["hosts"][host]["pool"], []).append(host)
+        book["_members"] = index
+    return index.get(pool, [])
+
+
 def _pool_hosts(book, pool, states):
-    return [h for h in book["order"] if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] in states]
+    return [h for h in members(book, pool) if book["hosts"][h]["state"] in states]
 
 
 def _give_up(book, host, reason, now):
@@ -246,9 +259,8 @@ def try_acquire(book, host, now, take=True, activation_seconds=0):
 
 def _first_ahead(book, host):
     """The hosts before ``host`` in its pool's rollout order that go first and have not asked for a slot yet."""
-    pool = book["hosts"][host]["pool"]
-    return [h for h in book["order"][:book["order"].index(host)] if book["hosts"][h]["pool"] == pool
-            and book["hosts"][h].get("first") and book["hosts"][h]["state"] == "queued"]
+    pool = members(book, book["hosts"][host]["pool"])
+    return [h for h in pool[:pool.index(host)] if book["hosts"][h].get("first") and book["hosts"][h]["state"] == "queued"]
 
 
 def free_slots(book, pool):
@@ -285,7 +297,9 @@ def park_reason(book, host, running):
 
 def _asks_at_once(book, pool):
     # A stopped run, a closed window (the host is told so at once) or max_failures reached: no host of the pool waits.
-    return bool(book["stop"]) or pool in (book.get("windows_closed") or {}) or len(_failures(book)) >= book["max_failures"]
+    # Every failed record is a granted host's: the count needs no look at the grants.
+    failures = len(_failed_names(book)) + len(book.get("stage_failed") or ())
+    return bool(book["stop"]) or pool in (book.get("windows_closed") or {}) or failures >= book["max_failures"]
 
 
 def _held_by_running(book, pool, running):
@@ -553,12 +567,14 @@ def release(book, host, now):
 def _check_stop(book):
     """Stop the run once max_failures hosts failed (activations, and stages of hosts to activate):
     -> the stop reason, or None."""
+    # Counted first (every failed record is a granted host's), named only when the run stops.
+    if book["stop"] or len(_failed_names(book)) + len(book.get("stage_failed") or ()) < book["max_failures"]:
+        return book["stop"]
     failed = failed_hosts(book)
     staged = book.get("stage_failed") or []
-    if len(_failures(book)) >= book["max_failures"] and not book["stop"]:
-        text = ["%d activation(s) failed (%s)" % (len(failed), ", ".join(failed))] if failed else []
-        text += ["%d stage(s) failed (%s)" % (len(staged), ", ".join(staged))] if staged else []
-        book["stop"] = "%s, max_failures is %d" % ("; ".join(text), book["max_failures"])
+    text = ["%d activation(s) failed (%s)" % (len(failed), ", ".join(failed))] if failed else []
+    text += ["%d stage(s) failed (%s)" % (len(staged), ", ".join(staged))] if staged else []
+    book["stop"] = "%s, max_failures is %d" % ("; ".join(text), book["max_failures"])
     return book["stop"]
 
 
@@ -767,7 +783,8 @@ def _side_folder(path):
 
 def _text(book, path):
     """The text of the book's file; the per-host mappings' changed entries are written to their files first."""
-    shared = dict(book)
+    # A key that starts with _ is worked out from the others when the book is read (members()), not written.
+    shared = dict((key, value) for key, value in book.items() if not key.startswith("_"))
     for key, letter, names in SIDE:
         files = shared.pop(key, None)
         if not isinstance(files, HostFiles):

@@ -301,9 +301,9 @@ class StrategyModule(FreeStrategyModule):
         # Slots let go to hosts that have not asked yet are spoken for, but not against a host before them in the
         # rollout order: the book serves the waiting hosts in that order, and a host that goes first (a host a
         # killed run rebooted, which may hold the FleetLock slot the others need) must be able to ask.
-        order = book["order"]
+        place = book["_position"]
         spoken = [h for h in launched if book["hosts"][h]["pool"] == pool and h != host]
-        ahead = all(order.index(host) < order.index(h) for h in spoken)
+        ahead = all(place[host] < place[h] for h in spoken)
         if _slots.free_slots(book, pool) - len(spoken) > 0 or ahead:
             launched.add(host)
             return True, None

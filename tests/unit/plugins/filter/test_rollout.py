@@ -149,6 +149,31 @@ def test_rollout_report():
     json.dumps(report)
 
 
+class _CountingHostvars(dict):
+    """Ansible's hostvars as the filter sees it: each lookup of a host gathers all of its variables."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.lookups = []
+
+    def __getitem__(self, host):
+        self.lookups.append(host)
+        return super().__getitem__(host)
+
+
+def test_rollout_report_from_host_names_looks_each_host_up_once_and_reports_the_hosts_of_the_run():
+    summary = {"started": ["n1", "n2", "n3", "n8"], "budgets": {"a": 1, "b": 1, "c": 1},
+               "stop_reason": "2 activation(s) failed", "max_failures": 2}
+    fleet = _fleet()
+    hostvars = _CountingHostvars((hv["inventory_hostname"], dict(hv, __fleetos_rollout_started=90.0)) for hv in fleet)
+    # Another host of the inventory, not of this run.
+    hostvars["other"] = {"inventory_hostname": "other", "__fleetos_rollout_plan": _plan("other", "a", "stage")}
+    names = ["other"] + [hv["inventory_hostname"] for hv in fleet]
+    by_names = rollout.rollout_report(names, summary, hostvars=hostvars, started_at=90, ended_at=140)
+    assert sorted(hostvars.lookups) == sorted(names)
+    assert by_names == rollout.rollout_report(fleet, summary, started_at=90, ended_at=140)
+
+
 def test_rollout_report_success_and_render():
     fleet = _fleet()[:1] + _fleet()[5:6]
     slots = [{"host": "n1", "pool": "a", "granted_at": 112.0, "released_at": 127.0, "holds_slot": False}]
