@@ -36,7 +36,13 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     sentence,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._host import Host, batch_argv, shell_command, split_output, which_argv
+from ansible_collections.fleetos.layering.plugins.module_utils._host import (
+    Host,
+    batch_argv,
+    shell_command,
+    split_output,
+    which_argv,
+)
 
 
 class BecomeError(CommandError):

@@ -13,9 +13,9 @@ A *book* is a JSON-serialisable mapping kept in a file on the controller for one
 fork of the run reads and writes it under an exclusive file lock, so the forks share one
 counting semaphore per pool. What only one host's steps read (its activation record, what op
 acquire was given for it) is kept in a file per host beside it (:class:`HostFiles`), so that a
-step reads and writes a book of a few hundred bytes per host, whatever the fleet. A host activates as soon as its pool
-has a free slot: a slot freed is a slot taken (no waves). The functions below are pure:
-they take the book and ``now`` and change the book; the action plugin
+step reads and writes a few hundred bytes per host of the fleet, not all of every host's. A host
+activates as soon as its pool has a free slot: a slot freed is a slot taken (no waves). The
+functions below are pure: they take the book and ``now`` and change the book; the action plugin
 ``fleetos.layering.os_activate_slot`` calls them under the lock.
 
 Host states: ``queued`` (not asked yet), ``waiting`` (asked, no free slot yet),
