@@ -10,7 +10,6 @@ rpm-ostree runs on the host over the connection, module_utils/_deployments.py re
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _update_agents
-from ansible_collections.fleetos.layering.plugins.module_utils._host import chain
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
 
 
@@ -20,9 +19,8 @@ class ActionModule(HostStep):
 
     def step(self, host, args, check_mode):
         # Every read in one host command.
-        host.prefetch(chain(
-            _deployments.read_commands(args["backend"], args["rpm_ostree_executable"], args["bootc_executable"]),
-            [(_update_agents.probe_argv(), None)] if args["update_agents"] else []))
+        host.prefetch(_deployments.read_commands(args["backend"], args["rpm_ostree_executable"],
+                                                 args["bootc_executable"], update_agents=args["update_agents"]))
         facts = _deployments.read_host(host, args["backend"], args["rpm_ostree_executable"], args["bootc_executable"])
         if args["update_agents"]:
             facts["update_agents"] = _update_agents.read(host)

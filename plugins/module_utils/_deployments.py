@@ -11,6 +11,7 @@ option deployments."""
 
 from __future__ import annotations
 
+from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient, origin_status
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError
@@ -56,16 +57,19 @@ def read_rpm_ostree(host, executable, architecture=True):
     return facts
 
 
-def read_commands(backend, rpm_ostree_executable=None, bootc_executable=None, architecture=True):
+def read_commands(backend, rpm_ostree_executable=None, bootc_executable=None, architecture=True,
+                  update_agents=False):
     """What :func:`read_host` runs on a host reached over a connection, for ``Host.prefetch``: the look-up of bootc
-    (``auto``), the status of the tool that booted the host, its machine name. Empty with an executable given (it
-    is checked first, as read_host checks it)."""
+    (``auto``), the status of the tool that booted the host, its machine name; with ``update_agents``, the probe of
+    the update agents (``_update_agents.read``). Without the probe, empty with an executable given (it is checked
+    first, as read_host checks it)."""
+    agents = [(_update_agents.probe_argv(), None)] if update_agents else []
     if rpm_ostree_executable or bootc_executable:
-        return []
+        return agents
     bootc, rpm_ostree = ["bootc", "status", "--format=json"], ["rpm-ostree", "status", "--json"]
     commands = {"auto": [(which_argv("bootc"), None), (bootc, (0, True)), (rpm_ostree, (0, False))],
                 "bootc": [(bootc, None)], "rpm-ostree": [(rpm_ostree, None)]}[backend]
-    return commands + ([(["uname", "-m"], None)] if architecture else [])
+    return commands + ([(["uname", "-m"], None)] if architecture else []) + agents
 
 
 def read_host(host, backend, rpm_ostree_executable=None, bootc_executable=None, architecture=True):

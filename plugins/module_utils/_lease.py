@@ -267,8 +267,7 @@ def task_result(host, params, check_mode):
             # (the write compares it); a lease that changed meanwhile is read again, and so are they.
             as_host(host).prefetch(chain(
                 [(read_file_argv(params["path"], (_lock(params["path"]),)), None)],
-                read_commands(params["deployments"]),
-                [(_update_agents.probe_argv(), None)] if params.get("update_agents") else []))
+                read_commands(params["deployments"], update_agents=params.get("update_agents"))))
         if params["state"] == "acquired":
             try:
                 changed, lease, previous = acquire(

@@ -297,9 +297,7 @@ def park_reason(book, host, running):
 
 def _asks_at_once(book, pool):
     # A stopped run, a closed window (the host is told so at once) or max_failures reached: no host of the pool waits.
-    # Every failed record is a granted host's: the count needs no look at the grants.
-    failures = len(_failed_names(book)) + len(book.get("stage_failed") or ())
-    return bool(book["stop"]) or pool in (book.get("windows_closed") or {}) or failures >= book["max_failures"]
+    return bool(book["stop"]) or pool in (book.get("windows_closed") or {}) or _failure_count(book) >= book["max_failures"]
 
 
 def _held_by_running(book, pool, running):
@@ -567,8 +565,8 @@ def release(book, host, now):
 def _check_stop(book):
     """Stop the run once max_failures hosts failed (activations, and stages of hosts to activate):
     -> the stop reason, or None."""
-    # Counted first (every failed record is a granted host's), named only when the run stops.
-    if book["stop"] or len(_failed_names(book)) + len(book.get("stage_failed") or ()) < book["max_failures"]:
+    # Counted first, named only when the run stops.
+    if book["stop"] or _failure_count(book) < book["max_failures"]:
         return book["stop"]
     failed = failed_hosts(book)
     staged = book.get("stage_failed") or []
@@ -581,6 +579,12 @@ def _check_stop(book):
 def _failures(book):
     """Every host that counts toward max_failures: failed activations, then failed stages of hosts of the book."""
     return failed_hosts(book) + list(book.get("stage_failed") or [])
+
+
+def _failure_count(book):
+    """How many hosts count toward max_failures: len(_failures(book)), without a look at the grants (every
+    failed record is a granted host's)."""
+    return len(_failed_names(book)) + len(book.get("stage_failed") or ())
 
 
 def _is_failed(record):
