@@ -62,6 +62,9 @@ def cmd_up(args):
         raise LabError("--nodes %d is out of range 1..%d" % (args.nodes, MAX_NODES))
     if args.registry_port is not None and not 1 <= args.registry_port <= 65535:
         raise LabError("--registry-port %d is not a TCP port" % args.registry_port)
+    share = getattr(args, "userspace_share", None)
+    if share is not None and not 0 <= share <= 1:
+        raise LabError("--userspace-share %s is out of range 0..1" % share)
     if args.disk_image:
         images.parse_name(args.disk_image, "--disk-image")
     node_backend = getattr(args, "backend", None)
@@ -88,6 +91,8 @@ def cmd_up(args):
         if args.boot_delay is not None:
             lab["boot_delay"] = args.boot_delay
         lab.setdefault("boot_delay", 0)
+        if share is not None:
+            lab["userspace_share"] = share
         records = images.built()
         if BASE_IMAGE not in records:
             print("fleetlab: building the base image %s" % BASE_IMAGE, flush=True)
@@ -270,7 +275,7 @@ def cmd_image_build(args):
                               size_mb=args.size_mb, labels=args.label or [], version=args.version,
                               legacy_oscontainer=args.legacy_oscontainer,
                               sign=sign,
-                              multi_arch=args.multi_arch)
+                              multi_arch=args.multi_arch, kernel=args.kernel)
     if args.json:
         print(json.dumps(record, indent=2, sort_keys=True))
     else:
@@ -409,6 +414,9 @@ def build_parser():
     up.add_argument("--nodes", type=int, default=3)
     up.add_argument("--boot-delay", type=float, default=None,
                     help="seconds every reboot takes before the node boots again")
+    up.add_argument("--userspace-share", type=float, default=None,
+                    help="the share of a boot's delay a soft reboot takes (userspace only; default %s)"
+                    % nodes.USERSPACE_SHARE)
     up.add_argument("--registry-port", type=int, default=None)
     up.add_argument("--disk-image", default=None,
                     help="boot new nodes from this lab image's commit with a plain refspec origin")
@@ -452,6 +460,9 @@ def build_parser():
     build.add_argument("--size-mb", type=int, default=0)
     build.add_argument("--label", action="append", metavar="K=V")
     build.add_argument("--version", default=None, help="the version label (default: the tag)")
+    build.add_argument("--kernel", default=None, metavar="VERSION",
+                       help="replace the image's kernel with one of this version (default: the base's, %s)"
+                       % images.KERNEL_VERSION)
     build.add_argument("--legacy-oscontainer", action="store_true",
                        help="build an old-style oscontainer (ostree repo at /srv/repo) instead")
     build.add_argument("--sign", action="store_true",

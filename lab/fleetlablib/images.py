@@ -186,7 +186,7 @@ def fetch(name, tag):
 
 
 def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None, legacy_oscontainer=False,
-          sign=None, multi_arch=False):
+          sign=None, multi_arch=False, kernel=None):
     """Build a bootable image, push it to the lab registry, return its record.
 
     With legacy_oscontainer, the pushed image is an old-style OpenShift oscontainer
@@ -197,6 +197,9 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
     (`ostree gpg-sign`) and travels in the image with its .commitmeta, and the pushed
     image gets a GPG simple-signing signature (`skopeo copy --sign-by`) in the lookaside
     store. multi_arch pushes an OCI image index: this image (amd64) and an arm64 entry.
+    kernel replaces the image's kernel (/usr/lib/modules/VERSION/vmlinuz) with one of that
+    version: a deployment of the image has another boot checksum, so it cannot be soft-rebooted
+    into from one of the lab's default kernel.
     """
     name, tag = parse_name(name_tag)
     if sign is not None and sign not in signing.KEYS:
@@ -214,6 +217,8 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
     for spec in add_files:
         if ":" not in spec:
             raise LabError("malformed --add-file %r: expected SRC:DEST" % spec)
+    if kernel is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}", kernel):
+        raise LabError("--kernel %r is not a kernel version (letters, digits, '.', '_', '+', '-')" % kernel)
     if base:
         base_name, base_tag = parse_name(base, "base image name")
         if built().get("%s:%s" % (base_name, base_tag), {}).get("derived"):
@@ -238,6 +243,11 @@ def build(name_tag, base=None, add_files=(), size_mb=0, labels=(), version=None,
             _skeleton(rootfs, version)
         for spec in add_files:
             _add_file(rootfs, spec)
+        if kernel is not None:
+            modules = rootfs / "usr/lib/modules"
+            shutil.rmtree(str(modules))
+            (modules / kernel).mkdir(parents=True)
+            (modules / kernel / "vmlinuz").write_text("fleetlab kernel %s\n" % kernel)
         if size_mb:
             payload = rootfs / "usr/share/fleetlab" / ("payload-%s.bin" % ltag)
             payload.parent.mkdir(parents=True, exist_ok=True)

@@ -5,16 +5,28 @@
 # filesystem, mounts /sysroot, /boot, /var, a /dev of its own, /run, /tmp, /proc, then
 # becomes sshd. libostree then sees the system as booted: /run/ostree-booted exists and
 # / is the deployment directory (same device and inode).
+#
+# A soft reboot (systemd-soft-reboot.service: the kernel keeps running, userspace starts again)
+# is this script run again with the environment the supervisor gives it: FLEETLAB_BOOT_ID, the
+# boot id that stays (the kernel's); FLEETLAB_SOFT_REBOOTS, systemd's SoftRebootsCount; and
+# FLEETLAB_NEXTROOT, the checksum of the deployment /run/nextroot held (none: the one booted
+# before, as systemd re-executes into the same root without /run/nextroot).
 set -euo pipefail
 SYSROOT=$1 LABUSR=$2 NODE_STATE=$3 NAME=$4 JOURNAL=$5 BOOT_COUNT=$6
+SOFT_REBOOTS=${FLEETLAB_SOFT_REBOOTS:-0} NEXTROOT=${FLEETLAB_NEXTROOT:-}
 
 mount --make-rprivate /
 hostname "$NAME"
 
-# The default entry is the one with the highest version (as ostree writes them).
+# The default entry is the one with the highest version (as ostree writes them); a soft reboot
+# goes into the deployment of /run/nextroot instead, whatever the boot loader would pick.
 best="" bestv=-1
 for entry in "$SYSROOT"/boot/loader/entries/*.conf; do
     v=$(sed -n 's/^version //p' "$entry")
+    if [ -n "$NEXTROOT" ]; then
+        link=$(sed -n 's/^options .*ostree=\([^ ]*\).*/\1/p' "$entry")
+        case "$(basename "$(readlink -f "$SYSROOT$link")")" in "$NEXTROOT".*) best=$entry; break ;; esac
+    fi
     if [ "${v:-0}" -gt "$bestv" ]; then bestv=$v best=$entry; fi
 done
 [ -n "$best" ] || { echo "fleetlab boot: no bootloader entry in $SYSROOT/boot/loader/entries" >&2; exit 1; }
@@ -54,10 +66,13 @@ mkdir -p "$dep/run/lab/faults" "$dep/run/lab/control" "$dep/run/sshd" "$dep/run/
 touch "$dep/run/ostree-booted" "$dep/run/lab/journal.jsonl"
 mount --bind "$JOURNAL" "$dep/run/lab/journal.jsonl"
 mount --bind "$NODE_STATE/faults" "$dep/run/lab/faults"
-rm -f "$NODE_STATE/control/reboot-request"
+rm -f "$NODE_STATE/control/reboot-request" "$NODE_STATE/control/soft-reboot"
 mount --bind "$NODE_STATE/control" "$dep/run/lab/control"
-boot_id=$(cat /proc/sys/kernel/random/uuid)
+boot_id=${FLEETLAB_BOOT_ID:-$(cat /proc/sys/kernel/random/uuid)}
 echo "$boot_id" > "$dep/run/lab-boot-id"
+echo "$boot_id" > "$NODE_STATE/boot-id"
+echo "$SOFT_REBOOTS" > "$dep/run/lab/soft-reboots-count"
+echo "$checksum" > "$dep/run/lab/booted-checksum"
 echo "$NAME" > "$dep/run/lab/node-name"
 cp "$NODE_STATE"/ssh/host_key "$NODE_STATE"/ssh/authorized_keys "$NODE_STATE"/ssh/sshd_config "$dep/run/lab/"
 chmod 600 "$dep/run/lab/host_key"
@@ -72,8 +87,8 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t sysfs sysfs /sys 2>/dev/null || true
 mkdir -p /var/roothome /var/tmp /var/mnt /var/lib
 chmod 0700 /var/roothome
-printf '{"boot_count": %s, "boot_id": "%s", "checksum": "%s", "event": "boot", "node": "%s", "ts": %s}\n' \
-    "$BOOT_COUNT" "$boot_id" "$checksum" "$NAME" "$(date +%s.%3N)" >> /run/lab/journal.jsonl
+printf '{"boot_count": %s, "boot_id": "%s", "checksum": "%s", "event": "boot", "node": "%s", "soft_reboots": %s, "ts": %s}\n' \
+    "$BOOT_COUNT" "$boot_id" "$checksum" "$NAME" "$SOFT_REBOOTS" "$(date +%s.%3N)" >> /run/lab/journal.jsonl
 # The units enabled on the node (`fleetlab agent`: the Zincati stand-in, bootc's timer), as systemd
 # starts them at boot.
 /usr/bin/systemctl --lab-boot || true
