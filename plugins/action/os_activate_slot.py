@@ -97,6 +97,7 @@ ARGUMENT_SPEC = {
     "hooks": {"type": "dict", "options": HOOKS_SPEC},
     "rollback": {"type": "bool", "default": True},
     "park_boot": {"type": "bool", "default": False},
+    "soft_reboot": {"type": "str", "default": "never", "choices": list(_backends.SOFT_REBOOT)},
     "fleetlock": {"type": "dict", "options": FLEETLOCK_SPEC},
     "task": {"type": "str"},
     "result": {"type": "dict"},
@@ -229,17 +230,22 @@ class ActionModule(ActionBase):
         except AnsibleError as exc:
             return {"failed": True, "msg": to_text(exc)}
 
-    def _reboot(self, config, command):
+    def _reboot(self, config, command, kind="full"):
         """Run ``command`` and wait for the new boot id (plugin_utils/_reboot.py): the activation's and the
         rollback's one reboot path. -> os_reboot's result."""
         if self._connection.transport == "local":
             return {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}
         if self._task.check_mode:
             return {"changed": True, "rebooted": False}
-        return _reboot.reboot(self, self._reboot_args(config, command))
+        return _reboot.reboot(self, self._reboot_args(config, command, kind))
 
-    def _reboot_args(self, config, command):
-        return dict(config["reboot"], reboot_command=command, command_timeout=self._command_timeout)
+    def _reboot_args(self, config, command, kind="full"):
+        """The reboot's arguments; a soft reboot (``kind``) keeps the boot id, so its wait reads the boot id and the
+        soft-reboot count (_reboot.soft_boot_time_command())."""
+        args = dict(config["reboot"], reboot_command=command, command_timeout=self._command_timeout)
+        if kind == "soft":
+            args["boot_time_command"] = _reboot.soft_boot_time_command(args["boot_time_command"])
+        return args
 
     def _health_command(self, config):
         """The health command on the host, tried ``retries`` times ``delay`` s apart; Stop when it never passes.
@@ -346,7 +352,7 @@ class ActionModule(ActionBase):
             "reboot": args["reboot"] or _params.defaults(REBOOT_SPEC),
             "health": args["health"] or _params.defaults(HEALTH_SPEC),
             "hooks": args["hooks"] or _params.defaults(HOOKS_SPEC),
-            "rollback": args["rollback"], "park_boot": args["park_boot"],
+            "rollback": args["rollback"], "park_boot": args["park_boot"], "soft_reboot": args["soft_reboot"],
             "lease": args["lease"] or {}, "lease_release": args["lease_release"],
             "fleetlock": args["fleetlock"] or _params.defaults(FLEETLOCK_SPEC),
             "controller": self._controller(), "book": args["book"], "command_timeout": args["command_timeout"],
@@ -525,20 +531,38 @@ class ActionModule(ActionBase):
             checksum = checksum or (status.get("staged") or {}).get("checksum")
         reboot = {}
         if mode != "verify":
+            backend = _backends.backend(config["backend"])
+            # A rollback reboots fully: the deployment it goes back to may have another kernel.
+            kind, why = backend.soft_reboot(config.get("soft_reboot", "never") if mode == "finalize" else "never",
+                                            (status or {}).get("staged"))
             self._record(path, host, "reboot_start", status)
-            command = _backends.backend(config["backend"]).command(
-                "finalize" if mode == "finalize" else "rollback", staged_checksum=checksum if mode == "finalize" else None)
+            with self._book(path) as book:
+                _slots.record_activation(book, host, kind, why)
+            command = backend.command("finalize" if mode == "finalize" else "rollback",
+                                      staged_checksum=checksum if mode == "finalize" else None, soft=kind == "soft")
             if self._parks_boot(config):
-                reboot, sent = _reboot.send(self, self._reboot_args(config, command))
+                reboot, sent = _reboot.send(self, self._reboot_args(config, command, kind))
                 if sent is not None:
                     with self._book(path) as book:
-                        _slots.park_boot(book, host, dict(sent, command=command))
+                        _slots.park_boot(book, host, dict(sent, command=command, kind=kind))
                     return None
             else:
-                reboot = self._reboot(config, command)
+                reboot = self._reboot_kind(path, host, self._reboot(config, command, kind), kind)
             reboot["command"] = command
             self._reboot_failed(path, host, config, reboot)
         return self._verify(path, host, config, reboot)
+
+    def _reboot_kind(self, path, host, reboot, kind):
+        """Record how the host came back after a reboot meant as ``kind``: a soft reboot that changed the boot id
+        was a full one (the backend chose it). -> ``reboot``, with its ``kind``."""
+        if kind == "soft" and reboot.get("rebooted") and reboot.get("boot_id_before") and reboot.get("boot_id"):
+            seen = _reboot.reboot_kind(reboot["boot_id_before"], reboot["boot_id"])
+            if seen != kind:
+                with self._book(path) as book:
+                    _slots.record_activation(book, host, seen, "the host rebooted fully (a new boot id)")
+                kind = seen
+        reboot["kind"] = kind
+        return reboot
 
     def _parks_boot(self, config):
         """Whether the wait for the new boot is left to the next task (park_boot; not in check mode, where
@@ -554,11 +578,13 @@ class ActionModule(ActionBase):
         if sent is None:
             raise Stop(STEP_REBOOT, {"msg": "%s has no reboot to wait for in the book of slots" % host})
         until = self._clock() + _slots.BOOT_SLICE if self._repeats else None
-        reboot = _reboot.wait(self, self._reboot_args(config, sent["command"]), sent, first_sleep=False, until=until)
+        kind = sent.get("kind", "full")
+        reboot = _reboot.wait(self, self._reboot_args(config, sent["command"], kind), sent, first_sleep=False, until=until)
         if reboot.get("waiting"):
             with self._book(path) as book:
                 _slots.park_boot(book, host, sent, now=self._clock())
             return None
+        reboot = self._reboot_kind(path, host, reboot, kind)
         reboot["command"] = sent["command"]
         self._reboot_failed(path, host, config, reboot)
         return reboot

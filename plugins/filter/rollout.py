@@ -171,14 +171,15 @@ def rollout_report_markdown(report):
                 index, _cell(slot.get("host")), _cell(slot.get("pool")), _fmt_ts(slot.get("granted_at"), start),
                 _fmt_ts(slot.get("released_at"), start), ", still held" if slot.get("holds_slot") else ""))
     lines += ["", "## Hosts", "",
-              "| host | pool | status | old | new | staged at | reboot start | reboot end | verified |"
+              "| host | pool | status | old | new | staged at | reboot | reboot start | reboot end | verified |"
               " rolled back | reason |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["hosts"]:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             _cell(row.get("host")), _cell(row.get("pool")), _cell(row.get("status")),
             _short(row.get("old_digest")), _short(row.get("target_digest")),
-            _fmt_ts(row.get("staged_at"), start), _fmt_ts(row.get("reboot_start"), start),
+            _fmt_ts(row.get("staged_at"), start), _cell(row.get("activation")),
+            _fmt_ts(row.get("reboot_start"), start),
             _fmt_ts(row.get("reboot_end"), start), _fmt_ts(row.get("verified_at"), start),
             "yes" if row.get("rolled_back") else "no", _cell(_reason(row))))
     lines += ["", "Times are seconds after the start of the rollout. Timeline: rollout-timeline.svg.", ""]
@@ -194,6 +195,8 @@ def _next_window_text(info):
 def _reason(row):
     """A row's reason, and the deployment staged before the run that the rollout replaced or left."""
     reason = row.get("reason") or ""
+    if row.get("activation_reason"):
+        reason += "%s%s reboot: %s" % ("; " if reason else "", row.get("activation"), row["activation_reason"])
     if row.get("staged_before"):
         reason += "%s%s was staged before this run" % ("; " if reason else "", _short(row["staged_before"]))
     return reason
@@ -205,7 +208,8 @@ _STATUSES = ("activated", "unchanged", "staged", "failed", "plan_failed", "stage
 NO_PLAN = "no plan: the host was unreachable, or its play stopped before the plan"
 UNREACHABLE_IN_STAGE = "unreachable during the stage (or its play stopped): not known to be staged, never rebooted"
 
-_COLORS = {"slot": "#dadce0", "stage": "#8ab4f8", "reboot": "#f28b82", "verify": "#81c995", "rollback": "#fbbc04"}
+_COLORS = {"slot": "#dadce0", "stage": "#8ab4f8", "reboot": "#f28b82", "soft reboot": "#c58af9", "verify": "#81c995",
+           "rollback": "#fbbc04"}
 
 
 def rollout_timeline_svg(report, width=900):
@@ -240,7 +244,8 @@ def rollout_timeline_svg(report, width=900):
             end if row.get("granted_at") is not None and row.get("slot_held") else None)
         bars = (("slot", row.get("granted_at"), slot_end),
                 ("stage", row.get("stage_start"), row.get("staged_at")),
-                ("reboot", row.get("reboot_start"), row.get("reboot_end")),
+                ("soft reboot" if row.get("activation") == "soft" else "reboot", row.get("reboot_start"),
+                 row.get("reboot_end")),
                 ("verify", row.get("reboot_end"), row.get("verified_at")),
                 ("rollback", row.get("rollback_start"), row.get("rollback_end")))
         for name, begin, finish in bars:
@@ -258,7 +263,7 @@ def rollout_timeline_svg(report, width=900):
         tick_x = left + plot * tick / 5.0
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%.0fs</text>' % (tick_x, axis_y + 15, t))
     legend_x = left
-    for name in ("slot", "stage", "reboot", "verify", "rollback"):
+    for name in ("slot", "stage", "reboot", "soft reboot", "verify", "rollback"):
         out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
                    % (legend_x, axis_y + 22, _COLORS[name], legend_x + 14, axis_y + 31, name))
         legend_x += 90
@@ -327,6 +332,9 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
             "reboot_start": None, "reboot_end": None, "verified": False, "verified_at": None,
             "rolled_back": False, "rollback_start": None, "rollback_end": None, "slot_held": False,
             "granted_at": None, "released_at": None,
+            # How the host rebooted into its target (full, soft: fleetos_rollout_soft_reboot), why not soft, and the
+            # seconds it was down for it (from the reboot command to the host back).
+            "activation": None, "activation_reason": None, "disruption_s": None,
             # A deployment of another image that was staged before this run (an earlier run's, or a person's).
             "staged_before": plan.get("staged_digest") if plan.get("staged_digest") not in (None, plan.get("digest"))
             else None,
@@ -352,7 +360,10 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
                        verified_at=_num(act.get("verified_at")), rolled_back=bool(act.get("rolled_back")),
                        rollback_start=_num(act.get("rollback_start")), rollback_end=_num(act.get("rollback_end")),
                        slot_held=bool(act.get("holds_slot")), granted_at=_num(act.get("granted_at")),
-                       released_at=_num(act.get("released_at")))
+                       released_at=_num(act.get("released_at")), activation=act.get("activation"),
+                       activation_reason=act.get("activation_reason"))
+            if row["reboot_start"] is not None and row["reboot_end"] is not None:
+                row["disruption_s"] = round(row["reboot_end"] - row["reboot_start"], 1)
             row["verified"] = row["verified_at"] is not None
             if act.get("old_digest"):
                 row["old_digest"] = act.get("old_digest")
@@ -414,6 +425,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         "counts": dict((s, sum(1 for r in rows if r["status"] == s)) for s in _STATUSES),
         "reboots": sum(1 for r in rows if r["reboot_start"] is not None)
         + sum(1 for r in rows if r["rollback_start"] is not None and r["rolled_back"]),
+        # The reboots into the target by kind (a rollback's reboot is full, and counted in reboots only).
+        "activations": dict((kind, sum(1 for r in rows if r["activation"] == kind)) for kind in ("full", "soft")),
         "hosts": rows,
     }
 

@@ -21,6 +21,9 @@ from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import
 from ansible_collections.fleetos.layering.plugins.module_utils._params import defaults
 
 COMMANDS = ("finalize", "rollback", "cancel")
+# fleetos_rollout_soft_reboot: never (a full reboot, as systemd and ostree keep soft reboots opt-in) or auto (a soft
+# reboot where the backend and the staged deployment allow one, else a full reboot).
+SOFT_REBOOT = ("never", "auto")
 
 # The options of fleetos.layering.os_image_stage.
 STAGE_ARGS = dict(
@@ -54,6 +57,8 @@ class Backend:
     # The module_utils of the backend's own stage module (its prepare), and its step (the long command).
     steps = None
     step = None
+    # Why the backend never soft-reboots into a staged deployment, or None when it can (soft_reboot()).
+    no_soft_reboot = None
 
     def finalize_argv(self, staged_checksum):
         """What applies the staged deployment (``staged_checksum``) and reboots into it, or None without one
@@ -96,13 +101,37 @@ class Backend:
             result = self.stage_here(host, options, check_mode)
         return _staged(result, self.waiting(result))
 
-    def command(self, what, staged_checksum=None):
+    def command(self, what, staged_checksum=None, soft=False):
         """The shell line of ``what`` (one of COMMANDS), or an empty string when the backend has none (an
-        empty string, not None: older ansible-core renders a template's None as the text "None")."""
+        empty string, not None: older ansible-core renders a template's None as the text "None"). ``soft``: the
+        finalize command soft-reboots the host when the staged deployment allows it (see soft_reboot())."""
         if what not in COMMANDS:
             raise InvalidInputError("Unknown backend command '%s': expected one of %s." % (what, ", ".join(COMMANDS)))
         argv = self.finalize_argv(staged_checksum) if what == "finalize" else getattr(self, what + "_argv")()
+        if argv is not None and soft and what == "finalize":
+            argv = self.soft_argv(argv)
         return "" if argv is None else shell_command(argv, environ={})
+
+    def soft_argv(self, argv):
+        """``argv`` (the finalize command) made to soft-reboot where it can."""
+        raise NotImplementedError
+
+    def soft_reboot(self, setting, staged):
+        """How the host is to reboot into its staged deployment (``staged``, from os_info's read before the
+        reboot; None when not read) with fleetos_rollout_soft_reboot ``setting``: -> (``soft`` or ``full``, why
+        not soft or None)."""
+        if setting not in SOFT_REBOOT:
+            raise InvalidInputError("soft_reboot must be one of %s, not %r." % (", ".join(SOFT_REBOOT), setting))
+        if setting == "never":
+            return "full", None
+        if self.no_soft_reboot:
+            return "full", self.no_soft_reboot
+        if not isinstance(staged, dict):
+            return "full", "the staged deployment was not read before the reboot"
+        if not staged.get("soft_reboot_capable"):
+            return "full", ("%s says the staged deployment is not soft-reboot capable (another kernel, initramfs, "
+                            "kernel arguments or SELinux policy, or a systemd without soft-reboot.target)" % self.name)
+        return "soft", None
 
 
 class RpmOstree(Backend):
@@ -130,6 +159,10 @@ class RpmOstree(Backend):
 
     def rollback_argv(self):
         return ["rpm-ostree", "rollback", "--reboot"]
+
+    # rpm-ostree has no soft reboot (coreos/rpm-ostree#4525 asks for one); ostree's own `admin
+    # prepare-soft-reboot` (2025.3) needs composefs, which rpm-ostree hosts do not all boot with.
+    no_soft_reboot = "rpm-ostree has no soft reboot (coreos/rpm-ostree#4525)"
 
     def cancel_argv(self):
         return ["rpm-ostree", "cleanup", "--pending"]
@@ -161,6 +194,11 @@ class Bootc(Backend):
     def finalize_argv(self, staged_checksum):
         # bootc applies the download-only deployment it staged; it takes no checksum.
         return ["bootc", "upgrade", "--from-downloaded", "--apply"]
+
+    def soft_argv(self, argv):
+        # bootc 1.7 and later: auto prepares /run/nextroot when the staged deployment is capable, and its reboot
+        # then soft-reboots (systemd 256 and later); otherwise it reboots as without the flag.
+        return argv + ["--soft-reboot", "auto"]
 
     def rollback_argv(self):
         return ["bootc", "rollback", "--apply"]

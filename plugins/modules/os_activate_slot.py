@@ -190,6 +190,19 @@ options:
         where nothing is rebooted; a rollback's reboot is waited for in its task.
     type: bool
     default: false
+  soft_reboot:
+    description:
+      - O(op=acquire), how the host reboots into its staged deployment. V(never), a full reboot. V(auto), a soft
+        reboot (C(systemctl soft-reboot), userspace only, on the running kernel) where the backend and the staged
+        deployment allow one, else a full reboot; the result's C(activation) says which, and
+        C(activation_reason) why not soft. On O(backend=bootc) the staged deployment is soft-reboot capable when
+        C(bootc status) says so (C(softRebootCapable)), and its finalize command gets C(--soft-reboot auto)
+        (bootc 1.7 and later); O(backend=rpm-ostree) has no soft reboot. A soft reboot keeps the boot id, so the wait
+        for it reads the boot id and C(systemctl show -P SoftRebootsCount) (systemd 256 and later). A rollback
+        reboots fully.
+    type: str
+    choices: [never, auto]
+    default: never
   rollback:
     description:
       - O(op=acquire), whether a host that fails verification or its health check is rolled back - the backend's

@@ -45,6 +45,26 @@ ARGUMENT_SPEC = {
 }
 
 
+# A soft reboot (systemctl soft-reboot) keeps the kernel, and with it the boot id: what is waited for is then
+# the boot id and systemd's count of soft reboots, on one line (BOOT_ID allows the ':').
+SOFT_REBOOTS_COMMAND = "systemctl show -P SoftRebootsCount 2>/dev/null || echo 0"
+
+
+def soft_boot_time_command(boot_time_command):
+    """A command that prints ``boot_time_command``'s boot id (its last line) and the host's SoftRebootsCount as
+    ``BOOT_ID:COUNT``: it changes with a full reboot (the boot id) and with a soft one (the count)."""
+    return ("__fleetos_boot=$(%s) && printf '%%s:%%s\\n' \"$(printf '%%s\\n' \"$__fleetos_boot\" | tail -n 1)\" "
+            "\"$(%s)\"" % (boot_time_command, SOFT_REBOOTS_COMMAND))
+
+
+def reboot_kind(before, after):
+    """``full`` when the boot id of ``after`` (a soft_boot_time_command() output, or a boot id) is not the one of
+    ``before``; else ``soft`` (the same kernel: only the soft-reboot count moved)."""
+    if ":" not in before or ":" not in after or before == after:
+        return "full"
+    return "soft" if before.rpartition(":")[0] == after.rpartition(":")[0] else "full"
+
+
 class BootIdError(AnsibleError):
     """The boot-time command ran but printed no boot id."""
 

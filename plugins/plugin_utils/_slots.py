@@ -368,8 +368,18 @@ def new_record(book, host, mode, target_digest, old_digest=None, fleetlock=False
         "reboot_start": None, "reboot_end": None, "verified_at": None, "released_at": None,
         "rolled_back": False, "rollback_start": None, "rollback_end": None,
         "fleetlock": bool(fleetlock), "fleetlock_held": False, "failed": False, "reason": None,
+        "activation": None, "activation_reason": None,
     }
     book["records"][host] = record
+    return record
+
+
+def record_activation(book, host, kind, reason=None):
+    """How the host reboots into its target (``kind``: ``full`` or ``soft``), and why not soft (``reason``)."""
+    if kind not in ("full", "soft"):
+        raise SlotError("kind must be full or soft, not %r" % (kind,))
+    record = record_of(book, host)
+    record.update(activation=kind, activation_reason=reason)
     return record
 
 

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
@@ -27,6 +28,15 @@ STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab")))
 LAB_NETNS = os.environ.get("FLEETLAB_NETNS", "fleetlab")
 VENV_BIN = Path(sys.executable).parent
 NODES = 4
+
+
+def pool_inventory(lab, path, group, nodes, group_vars):
+    """Write an inventory of the lab's ``nodes`` in one ``group`` with ``group_vars`` (a pool's), and the lab's
+    all.vars, to ``path``; -> ``path``."""
+    hosts, allvars = read_hosts(lab.inventory)
+    path.write_text(yaml.safe_dump({"all": {"vars": allvars, "children": {group: {
+        "vars": group_vars, "hosts": {name: hosts[name] for name in nodes}}}}}, sort_keys=False))
+    return path
 
 
 def collections_path():

@@ -20,7 +20,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import REPO, read_hosts
+from conftest import REPO, pool_inventory, read_hosts
 from test_integration_targets import run_playbook
 from test_no_python import ansible
 from test_rollout import _journal_intervals, _max_concurrent
@@ -37,11 +37,8 @@ def mixed(lab, tmp_path_factory):
     rpm_ostree = json.loads(lab.fleetlab("claim", "test_bootc_rollout_rpm", "--count", "2", "--json").stdout)
     for node in bootc + rpm_ostree:
         lab.fleetlab("fault", node, "clear")
-    hosts, allvars = read_hosts(lab.inventory)
-    inventory = tmp_path_factory.mktemp("mixed") / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"vars": allvars, "children": {"mixed": {
-        "vars": {"fleetos_pool": "mixed", "fleetos_pool_max_unavailable": BUDGET},
-        "hosts": {name: hosts[name] for name in bootc + rpm_ostree}}}}}, sort_keys=False))
+    inventory = pool_inventory(lab, tmp_path_factory.mktemp("mixed") / "hosts.yml", "mixed", bootc + rpm_ostree,
+                               {"fleetos_pool": "mixed", "fleetos_pool_max_unavailable": BUDGET})
     tag = uuid.uuid4().hex[:8]
     digest = lab.build_image("fleetos/mixed:%s" % tag, "--from", "fleetos/lab-os:1.0", "--version", "mixed-%s" % tag)
     return {"bootc": bootc, "rpm_ostree": rpm_ostree, "nodes": bootc + rpm_ostree, "inventory": inventory,

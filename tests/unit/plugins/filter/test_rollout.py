@@ -181,7 +181,7 @@ def test_rollout_report_success_and_render():
                                     started_at=90, ended_at=140, started_at_text="t0")
     assert report["result"] == "success" and report["stop_reason"] is None and report["slots"] == slots
     text = rollout.rollout_report_markdown(report)
-    assert "| n1 | a | activated | aaaaaaaaaaaa | bbbbbbbbbbbb | +20.0s | +30.0s | +35.0s | +37.0s | no |" in text
+    assert "| n1 | a | activated | aaaaaaaaaaaa | bbbbbbbbbbbb | +20.0s | - | +30.0s | +35.0s | +37.0s | no |" in text
     assert "1. n1 (a): +22.0s to +37.0s" in text
     svg = rollout.rollout_timeline_svg(report)
     root = ET.fromstring(svg)
@@ -191,6 +191,25 @@ def test_rollout_report_success_and_render():
         ["n1 stage", "n1 reboot", "n1 verify"]
     stage = rects[0]
     assert float(stage.get("x")) == pytest.approx(150 + 730 * (100 - 90) / 50.0)
+
+
+def test_rollout_report_activation_kinds():
+    """A soft reboot and a full one (with why not soft) each in its row, counted, drawn and written apart."""
+    fleet = _fleet()[:2]
+    fleet[0]["os_activate_result"] = dict(fleet[0]["os_activate_result"], activation="soft", activation_reason=None)
+    fleet[1]["os_activate_result"] = dict(fleet[1]["os_activate_result"], activation="full",
+                                          activation_reason="bootc says no")
+    report = rollout.rollout_report(fleet, {"started": ["n1", "n2"], "budgets": {"a": 2}}, started_at=90,
+                                    ended_at=140)
+    rows = dict((row["host"], row) for row in report["hosts"])
+    assert (rows["n1"]["activation"], rows["n1"]["disruption_s"]) == ("soft", 5.0)
+    assert (rows["n2"]["activation"], rows["n2"]["activation_reason"], rows["n2"]["disruption_s"]) == \
+        ("full", "bootc says no", 6.0)
+    assert report["activations"] == {"full": 1, "soft": 1}
+    text = rollout.rollout_report_markdown(report)
+    assert "| +20.0s | soft | +30.0s |" in text and "full reboot: bootc says no" in text
+    svg = rollout.rollout_timeline_svg(report)
+    assert "n1 soft reboot: 5.0s" in svg and "n2 reboot: 6.0s" in svg
 
 
 @pytest.mark.parametrize("func", [rollout.rollout_report_markdown, rollout.rollout_timeline_svg])
