@@ -357,6 +357,11 @@ class ActionModule(ActionBase):
             "fleetlock": args["fleetlock"] or _params.defaults(FLEETLOCK_SPEC),
             "controller": self._controller(), "book": args["book"], "command_timeout": args["command_timeout"],
         }
+        declined = self._declined(args, config)
+        if declined:
+            with self._book(args["book"]) as book:
+                _slots.decline(book, host, declined, self._clock())
+            return {"granted": False, "declined": True, "reason": declined, "ansible_facts": {"os_activate_next": None}}
         granted, reason = self._take_slot(args, config)
         if not granted:
             return {"granted": False, "reason": reason, "ansible_facts": {"os_activate_next": None}}
@@ -366,6 +371,22 @@ class ActionModule(ActionBase):
         result = self._advance(args["book"], host, config, "granted")
         result.update(granted=True, reason=None)
         return result
+
+    def _declined(self, args, config):
+        """With soft_reboot required, why the host cannot soft-reboot into its staged deployment (read now, before
+        it takes a slot), or None. A host whose deployments cannot be read is declined too: nothing was done."""
+        if config["soft_reboot"] != "required" or config["mode"] != "finalize":
+            return None
+        backend = _backends.backend(config["backend"])
+        staged = None
+        if backend.no_soft_reboot is None:
+            try:
+                staged = self._read_deployments(config).get("staged")
+            except (FleetosError, AnsibleConnectionFailure) as exc:
+                return "soft reboot required, and its deployments could not be read: %s" % one_line(
+                    getattr(exc, "msg", None) or to_text(exc), "no answer")
+        kind, why = backend.soft_reboot("required", staged)
+        return None if kind == "soft" else "soft reboot required, and %s" % why
 
     def _take_slot(self, args, config):
         """Wait for a slot of the host's pool (and of FleetLock): -> (granted, reason)."""
@@ -535,6 +556,9 @@ class ActionModule(ActionBase):
             # A rollback reboots fully: the deployment it goes back to may have another kernel.
             kind, why = backend.soft_reboot(config.get("soft_reboot", "never") if mode == "finalize" else "never",
                                             (status or {}).get("staged"))
+            if kind != "soft" and mode == "finalize" and config.get("soft_reboot") == "required":
+                # Capable when its slot was asked for (_declined()), no longer now: nothing is rebooted.
+                raise Stop(STEP_PREPARE, {"msg": "soft reboot required, and %s" % why})
             self._record(path, host, "reboot_start", status)
             with self._book(path) as book:
                 _slots.record_activation(book, host, kind, why)

@@ -38,14 +38,14 @@ def _pins(pins):
 
 def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
                  resolutions=None, status=None, inspections=None, labels=None, error=None, lock=None, pins=None,
-                 update_agents=None):
+                 update_agents=None, soft_reboot=None):
     """Filter: what one host must do to reach its OS image (see rollout_plan.yml)."""
     try:
         return host_plan(assignment, host, pool=pool, fallback_image=fallback_image,
                          fallback_transport=fallback_transport, pool_paused=pool_paused,
                          resolutions=resolutions, status=status, inspections=inspections,
                          labels=labels, error=error, lock=lock, pins=_pins(pins),
-                         update_agents=none_if_empty(update_agents))
+                         update_agents=none_if_empty(update_agents), soft_reboot=none_if_empty(soft_reboot))
     except FleetosError as exc:
         raise AnsibleFilterError(exc.msg) from None
 

@@ -309,6 +309,8 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
     started = set(summary.get("started") or [])
     records = summary.get("records") if isinstance(summary.get("records"), dict) else {}
     windows = summary.get("windows_closed") if isinstance(summary.get("windows_closed"), dict) else {}
+    # Host -> why it was not activated as asked (a soft reboot required and not possible): no failure.
+    declined = summary.get("declined") if isinstance(summary.get("declined"), dict) else {}
     # Host -> the reason its pool's maintenance window gave it no slot.
     closed = dict((host, "%s; the next window of pool %s opens at %s" % (
         info.get("reason"), pool, _next_window_text(info))) for pool, info in windows.items() for host in info.get("hosts") or [])
@@ -381,6 +383,10 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
                 row["reason"] = act.get("reason") or "unreachable during the activation; its budget slot stays taken"
                 if act.get("status") == "started":
                     row["slot_held"] = True
+        elif host in declined:
+            # Not a failure: staged, and left so (fleetos_rollout_soft_reboot required, and no soft reboot possible).
+            row["status"] = "not_activated"
+            row["reason"] = "staged, not activated: %s" % declined[host]
         elif host in closed:
             # Not a failure: staged, for a rerun inside the pool's next window.
             row["status"] = "staged"
@@ -403,8 +409,10 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         pool = pools.setdefault(row["pool"] or "-", empty)
         pool["hosts"] += 1
         pool["counts"][row["status"]] += 1
-    bad = [r for r in rows if r["status"] in ("failed", "plan_failed", "stage_failed", "not_activated")]
-    staged = [r for r in rows if r["status"] == "staged"]
+    bad = [r for r in rows if r["status"] in ("failed", "plan_failed", "stage_failed", "not_activated")
+           and r["host"] not in declined]
+    # A host left staged on purpose: its pool's choice (fleetos_rollout_soft_reboot required) kept it from a reboot.
+    staged = [r for r in rows if r["status"] == "staged" or r["host"] in declined]
     # Stopped on purpose after a verified canary batch (os_activate_stop_after_canary): the
     # hosts left staged wait for a rerun, which is not a failure.
     canary_verified = boolean(summary.get("canary_verified") or False, strict=False) \
@@ -423,6 +431,7 @@ def rollout_report(hosts, summary=None, started_at=None, ended_at=None, started_
         "most_held": summary.get("most_held") or {},
         "pools": pools,
         "counts": dict((s, sum(1 for r in rows if r["status"] == s)) for s in _STATUSES),
+        "declined": dict((r["host"], declined[r["host"]]) for r in rows if r["host"] in declined),
         "reboots": sum(1 for r in rows if r["reboot_start"] is not None)
         + sum(1 for r in rows if r["rollback_start"] is not None and r["rolled_back"]),
         # The reboots into the target by kind (a rollback's reboot is full, and counted in reboots only).

@@ -21,9 +21,10 @@ from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import
 from ansible_collections.fleetos.layering.plugins.module_utils._params import defaults
 
 COMMANDS = ("finalize", "rollback", "cancel")
-# fleetos_rollout_soft_reboot: never (a full reboot, as systemd and ostree keep soft reboots opt-in) or auto (a soft
-# reboot where the backend and the staged deployment allow one, else a full reboot).
-SOFT_REBOOT = ("never", "auto")
+# fleetos_rollout_soft_reboot: never (a full reboot, as systemd and ostree keep soft reboots opt-in), auto (a soft
+# reboot where the backend and the staged deployment allow one, else a full reboot) or required (a soft reboot, or
+# no activation).
+SOFT_REBOOT = ("never", "auto", "required")
 
 # The options of fleetos.layering.os_image_stage.
 STAGE_ARGS = dict(
@@ -119,7 +120,7 @@ class Backend:
     def soft_reboot(self, setting, staged):
         """How the host is to reboot into its staged deployment (``staged``, from os_info's read before the
         reboot; None when not read) with fleetos_rollout_soft_reboot ``setting``: -> (``soft`` or ``full``, why
-        not soft or None)."""
+        not soft or None). With ``required``, ``full`` means that the host is not to be activated."""
         if setting not in SOFT_REBOOT:
             raise InvalidInputError("soft_reboot must be one of %s, not %r." % (", ".join(SOFT_REBOOT), setting))
         if setting == "never":

@@ -200,8 +200,11 @@ options:
         (bootc 1.7 and later); O(backend=rpm-ostree) has no soft reboot. A soft reboot keeps the boot id, so the wait
         for it reads the boot id and C(systemctl show -P SoftRebootsCount) (systemd 256 and later). A rollback
         reboots fully.
+      - V(required), a soft reboot or none. Before the slot is taken the host's deployments are read (bootc); a host
+        that cannot soft-reboot into its staged deployment is not activated (the result's C(granted) is false and
+        C(declined) true, with the reason); it keeps its staged deployment, takes no slot and is no failure.
     type: str
-    choices: [never, auto]
+    choices: [never, auto, required]
     default: never
   rollback:
     description:

@@ -45,11 +45,12 @@ INPUTS = (
     ("fallback_image", "os_plan_fallback_image", "fleetos_rollout_image", None),
     ("fallback_transport", "os_plan_fallback_transport", "fleetos_rollout_transport", None),
     ("update_agents", "os_plan_update_agents", "fleetos_update_agents", None),
+    ("soft_reboot", "os_plan_soft_reboot", "fleetos_rollout_soft_reboot", None),
 )
 KEYS = tuple(key for key, _option, _variable, _default in INPUTS)
 # Inputs that are text: "" is unset (a template that gave None renders as "" before ansible-core 2.19).
 _TEXT = frozenset(("pool_image", "pool_layered_image", "pool_pull_secret", "pool", "fallback_image",
-                   "fallback_transport", "update_agents"))
+                   "fallback_transport", "update_agents", "soft_reboot"))
 
 
 def plain(value):
@@ -200,7 +201,7 @@ def plan_fleet(inputs, manifests, lock=None, defined=None, brief=False, pins=Non
         else:
             plan = host_plan(assignment, host, pool=given["pool"], fallback_image=given["fallback_image"],
                              fallback_transport=given["fallback_transport"], pool_paused=given["pool_paused"],
-                             labels=labels, lock=lock, pins=pins)
+                             labels=labels, lock=lock, pins=pins, soft_reboot=given.get("soft_reboot"))
         hosts[host] = ({"error": failure, "plan": plan} if brief
                        else {"inputs": given, "assignment": assignment, "error": failure, "plan": plan})
     wanted = sorted({entry["plan"]["wanted"] for entry in hosts.values() if entry["plan"]["wanted"]})

@@ -41,7 +41,7 @@ transport stages it (exactly as asked: never weakened), and the action:
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref, _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _image_ref, _update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
@@ -143,7 +143,7 @@ def short_digest(value):
 
 def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
               resolutions=None, status=None, inspections=None, labels=None, error=None,
-              fallback_variable=FALLBACK_VARIABLE, lock=None, pins=None, update_agents=None):
+              fallback_variable=FALLBACK_VARIABLE, lock=None, pins=None, update_agents=None, soft_reboot=None):
     """Decide what ``host`` must do; -> the plan record (see plugins/filter/rollout_plan.yml).
 
     ``assignment`` is the ``machine_image_result`` of the host (role
@@ -165,6 +165,9 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
     its update agents (os_info ``update_agents``) and one would replace the deployment on its own, a host the
     plan would change is ``error`` with one sentence naming the agent and the variable, unless ``disable``
     (the rollout turns the agents off first) or ``keep`` (left on purpose).
+    ``soft_reboot`` is the pool's ``fleetos_rollout_soft_reboot`` (None: never): the record's ``reboot`` says how
+    an activation would reboot the host (``full``, ``soft``, ``none`` when a required soft reboot is not possible,
+    or ``after the stage`` when its staged deployment decides), ``reboot_reason`` why not soft.
     """
     assignment = assignment if isinstance(assignment, dict) else {}
     pool = pool or DEFAULT_POOL
@@ -179,7 +182,7 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         "staged_digest": None, "staged_image": None, "staged_checksum": None, "commit": None,
         "status_read": isinstance(status, dict), "backend": None, "up_to_date": None, "action": None, "reason": None,
         "origin_set": {}, "origin_remove": [], "layered": None,
-        "update_agents": None, "update_agents_policy": None,
+        "update_agents": None, "update_agents_policy": None, "reboot": None, "reboot_reason": None,
     }
     if error is not None:
         plan.update(source="error", action="error", paused=False,
@@ -235,7 +238,36 @@ def host_plan(assignment, host, pool=None, fallback_image=None, fallback_transpo
         plan["reason"] = ("pool %s is paused (fleetos_pool_paused)" % pool if pool_paused
                           else "MachineImage is paused: %s" % reason)
     _check_update_agents(plan, host, status, update_agents)
+    _plan_reboot(plan, staged, soft_reboot)
     return plan
+
+
+AFTER_THE_STAGE = "after the stage"
+
+
+def _plan_reboot(plan, staged, setting):
+    """How an activation would reboot the host (``reboot``, ``reboot_reason``), for a host to stage or activate."""
+    if plan["action"] not in ("stage", "activate"):
+        return
+    setting = setting or "never"
+    if setting not in _backends.SOFT_REBOOT:
+        plan.update(action="error", reason="fleetos_rollout_soft_reboot is %r: it must be one of %s."
+                    % (setting, ", ".join(_backends.SOFT_REBOOT)))
+        return
+    if setting != "never" and plan["backend"] is None:
+        # Not read: the tool and the deployment it will stage are not known yet.
+        plan.update(reboot=AFTER_THE_STAGE, reboot_reason="the host was not read")
+        return
+    backend = _backends.backend(plan["backend"] or RPM_OSTREE)
+    if setting != "never" and backend.no_soft_reboot is None and plan["action"] == "stage":
+        plan.update(reboot=AFTER_THE_STAGE, reboot_reason="decided from the staged deployment (%s's "
+                    "softRebootCapable)" % backend.name)
+        return
+    kind, why = backend.soft_reboot(setting, staged)
+    if kind != "soft" and setting == "required":
+        plan.update(reboot="none", reboot_reason="soft reboot required, and %s: not activated" % why)
+    else:
+        plan.update(reboot=kind, reboot_reason=why)
 
 
 def _check_update_agents(plan, host, status, policy):

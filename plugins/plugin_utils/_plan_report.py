@@ -22,7 +22,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._stats import job
 TABLE_FORMAT = "%-12s %-8s %-9s %-24s %-6s %-9s %-19s %-19s %s"
 TABLE_HEADER = ("HOST", "POOL", "SOURCE", "OBJECT", "PAUSED", "ACTION", "CHOSEN", "BOOTED", "STAGED")
 MARKDOWN_COLUMNS = ("host", "pool", "labels", "source", "object", "image", "layered image", "digest chosen",
-                    "transport", "booted", "staged", "update agents", "action", "reason")
+                    "transport", "booted", "staged", "update agents", "action", "reboot", "reason")
 
 
 def _or(value, fallback):
@@ -58,6 +58,13 @@ def _agents(row):
         return _not_read(row) if not row.get("status_read") else "-"
     policy = row.get("update_agents_policy")
     return "%s%s" % (agents.get("summary"), " (fleetos_update_agents: %s)" % policy if policy else "")
+
+
+def _reboot(row):
+    """How an activation would reboot the host, and why not soft: ``full (rpm-ostree has no soft reboot)``."""
+    if not row.get("reboot"):
+        return "-"
+    return "%s (%s)" % (row["reboot"], row["reboot_reason"]) if row.get("reboot_reason") else row["reboot"]
 
 
 def host_key(name):
@@ -104,6 +111,7 @@ def host_lines(row):
             _or(_or(row.get("staged_digest"), row.get("staged_image")), _not_read(row)),
             _or(up_to_date, "?") if up_to_date is not None else "?"),
         "update agents: %s" % _agents(row),
+        "reboot: %s" % _reboot(row),
         "reason: %s" % row.get("reason"),
     ]
 
@@ -127,6 +135,7 @@ def markdown(rows, manifest_errors=(), warnings=()):
             _or(row.get("staged_digest"), _not_read(row)),
             _agents(row).replace("|", "\\|"),
             _or(row.get("action"), "-"),
+            _reboot(row).replace("|", "\\|"),
             _text(row.get("reason")).replace("|", "\\|"),
         ]
         parts.append("| %s |\n" % " | ".join(_text(cell) for cell in cells))

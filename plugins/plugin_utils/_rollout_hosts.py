@@ -49,7 +49,7 @@ def read_plans(fleet, reads, resolutions=None, inspections=None, lock=None, pins
                                 fallback_transport=given["fallback_transport"], pool_paused=given["pool_paused"],
                                 labels=given["labels"] or {}, resolutions=resolutions, status=status,
                                 inspections=inspections, lock=lock, pins=pins,
-                                update_agents=given.get("update_agents"))
+                                update_agents=given.get("update_agents"), soft_reboot=given.get("soft_reboot"))
     return plans
 
 

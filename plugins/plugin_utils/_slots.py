@@ -336,6 +336,16 @@ def give_back(book, host, reason, now, stop=None):
         book["grants"].remove(host)
 
 
+def decline(book, host, reason, now):
+    """A host that will not ask for a slot because it cannot be activated as asked (a soft reboot required, and
+    not possible): not activated, for ``reason``, and no failure (nothing was done to it)."""
+    entry = _host(book, host)
+    if entry["state"] not in ("queued", "waiting"):
+        raise SlotError("host %s cannot be declined in state %s" % (host, entry["state"]))
+    entry.update(state="not_activated", released_at=float(now), reason=reason)
+    book.setdefault("declined", {})[host] = reason
+
+
 def drop(book, host, reason, now, failed=False):
     """A host of the book that will not ask for a slot: its stage left nothing to activate, or it
     failed (``failed``: counted toward max_failures, so the run stops as for a failed activation).
@@ -658,6 +668,8 @@ def summary(book):
         "records": dict((h, book["records"][h]) for h in book["grants"] if h in book["records"]),
         # Pool -> why its window refused slots, the hosts it refused, and when its next window opens.
         "windows_closed": dict(book.get("windows_closed") or {}),
+        # Host -> why it was not activated as asked (decline()): no failure.
+        "declined": dict(book.get("declined") or {}),
     }
 
 

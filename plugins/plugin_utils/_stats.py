@@ -93,6 +93,13 @@ def job_stats(report, kind, report_dir=None):
             (row["wanted"], row["target_digest"]) for row in report["hosts"]
             if isinstance(row, dict) and row.get("target_digest") and isinstance(row.get("wanted"), str)
             and "@" not in row["wanted"]))
+        # How many hosts rebooted fully and softly (fleetos_rollout_soft_reboot), and which were not activated
+        # because a soft reboot was required and not possible.
+        stats["activations"] = dict(report.get("activations") or {})
+        stats["declined"] = sorted(report.get("declined") or {})
+        for row in report["hosts"]:
+            if isinstance(row, dict) and row.get("host") in hosts:
+                hosts[row["host"]]["activation"] = row.get("activation")
         # Pool -> hosts left staged by its closed maintenance window, and when its next window opens.
         stats["windows_closed"] = dict((pool, {
             "remaining": len(info.get("hosts") or []), "next_open": info.get("next_open"),

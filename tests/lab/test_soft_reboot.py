@@ -11,15 +11,18 @@ The nodes are this module's own (`fleetlab claim`); the images are new on every 
 """
 
 import json
+import os
+import subprocess
 import uuid
 
 import pytest
 
-from conftest import REPO, pool_inventory
+from conftest import REPO, VENV_BIN, collections_path, pool_inventory
 from test_bootc_rollout import max_down
 from test_integration_targets import run_playbook
 
 ROLLOUT = REPO / "playbooks" / "rollout.yml"
+PLAN = REPO / "playbooks" / "plan.yml"
 BUDGET = 2
 
 
@@ -101,6 +104,61 @@ def test_a_layer_only_change_soft_reboots_bootc_hosts_and_fully_reboots_rpm_ostr
     assert max_down(proc.events, soft["nodes"]) <= BUDGET
     markdown = (tmp_path / "rollout-report.md").read_text()
     assert "| soft |" in markdown and "full reboot: rpm-ostree has no soft reboot" in markdown
+
+
+def test_required_with_a_kernel_change_activates_no_host_and_says_why(lab, soft, tmp_path):
+    ref, digest = image(lab, "--kernel", "6.2.%s-fleetlab" % uuid.uuid4().hex[:4])
+    before = {node: node_state(lab, soft, node) for node in soft["bootc"]}
+    proc = rollout(lab, soft, tmp_path, ref, "--limit", ",".join(soft["bootc"] + ["localhost"]),
+                   "-e", "fleetos_rollout_soft_reboot=required")
+    # Left staged on purpose: not a failure (rc 0), the result staged.
+    assert proc.report["result"] == "staged", proc.stdout[-4000:]
+    for node in soft["bootc"]:
+        row = proc.rows[node]
+        assert row["status"] == "not_activated" and row["activation"] is None, row
+        assert row["reason"].startswith("staged, not activated: soft reboot required, and bootc says the staged "
+                                        "deployment is not soft-reboot capable"), row
+        # Nothing rebooted; the target waits staged, download-only, for a rerun with another choice.
+        assert node_state(lab, soft, node) == before[node]
+        status = json.loads(lab.exec(node, ["bootc", "status", "--format=json"]).stdout)["status"]
+        assert status["staged"]["image"]["imageDigest"] == digest and status["staged"]["downloadOnly"], status
+    assert [e for e in proc.events if e["event"] == "reboot"] == []
+    assert proc.report["declined"] == dict((node, proc.rows[node]["reason"][len("staged, not activated: "):])
+                                           for node in soft["bootc"])
+    soft["staged"] = ref
+
+
+def plan(lab, soft, tmp_path, *extra):
+    """plan.yml on the module's inventory: -> its plan.json rows by host."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_STDOUT_CALLBACK="default")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(soft["inventory"]), str(PLAN),
+                           "-e", "fleetos_plan_output_dir=%s" % tmp_path] + list(extra),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, env=env,
+                          cwd=str(REPO), check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return dict((row["host"], row) for row in json.loads((tmp_path / "plan.json").read_text())["hosts"])
+
+
+def test_the_plan_says_how_each_host_would_reboot(lab, soft, tmp_path):
+    if "staged" not in soft:
+        pytest.skip("needs the staged image of test_required_with_a_kernel_change_activates_no_host_and_says_why")
+    # The bootc hosts have the other kernel's image staged (download-only): the plan reads bootc's answer.
+    required = plan(lab, soft, tmp_path / "required", "-e", "fleetos_rollout_image=%s" % soft["staged"],
+                    "-e", "fleetos_rollout_soft_reboot=required")
+    auto = plan(lab, soft, tmp_path / "auto", "-e", "fleetos_rollout_image=%s" % soft["staged"])
+    for node in soft["bootc"]:
+        assert (required[node]["action"], required[node]["reboot"]) == ("activate", "none"), required[node]
+        assert required[node]["reboot_reason"].startswith("soft reboot required, and bootc says the staged deployment")
+        assert (auto[node]["action"], auto[node]["reboot"]) == ("activate", "full"), auto[node]
+    [rpm] = soft["rpm_ostree"]
+    assert (auto[rpm]["reboot"], auto[rpm]["reboot_reason"]) == ("full", "rpm-ostree has no soft reboot (coreos/rpm-ostree#4525)")
+    # A new image: the deployment its stage makes decides.
+    ref, _digest = image(lab, "--kernel", running_kernel(lab, soft["bootc"]))
+    fresh = plan(lab, soft, tmp_path / "fresh", "-e", "fleetos_rollout_image=%s" % ref)
+    assert set(fresh[node]["reboot"] for node in soft["bootc"]) == {"after the stage"}
+    assert "| after the stage (decided from the staged deployment (bootc's softRebootCapable)) |" in (
+        tmp_path / "fresh" / "plan.md").read_text()
 
 
 def test_a_kernel_change_reboots_bootc_hosts_fully(lab, soft, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 T = "sha256:" + "b" * 64
@@ -916,3 +916,109 @@ def test_with_the_slots_strategy_a_boot_wait_ends_within_a_slice_and_parks_the_h
     record = steps[-1]["ansible_facts"]["os_activate_result"]
     assert len(steps) > 1 and steps[-1]["released"] and record["status"] == "activated", steps
     assert host.commands.count(FINALIZE) == 1 and steps[-1]["reboot"]["boot_id"] == "boot-2"
+
+
+# -- soft reboots ------------------------------------------------------------------------
+
+SOFT_FINALIZE = "bootc upgrade --from-downloaded --apply --soft-reboot auto"
+
+
+class SoftHost(Host):
+    """A bootc host whose staged deployment is soft-reboot capable or not (bootc status's softRebootCapable), and
+    that soft-reboots, as bootc and systemd do, when its finalize command asks for it and it is capable: the boot id
+    stays and SoftRebootsCount moves."""
+
+    def __init__(self, world, capable=True, **kwargs):
+        super().__init__(world, **kwargs)
+        self.capable = capable
+        self.soft_reboots = 0
+        self.soft = False
+
+    def command(self, cmd, sudoable=True, **kwargs):
+        plain_cmd = plain(cmd) if cmd.startswith("LC_ALL=C ") else cmd
+        if plain_cmd == "bootc status --format=json":
+            self.commands.append(plain_cmd)
+            doc = _bootc_doc(**self.on)
+            if doc["status"]["staged"]:
+                doc["status"]["staged"]["softRebootCapable"] = self.capable
+            return {"rc": 0, "stdout": json.dumps(doc), "stderr": ""}
+        if plain_cmd == SOFT_FINALIZE:
+            self.commands.append(plain_cmd)
+            self.soft = self.capable
+            self._reboot(self.after_finalize, self.comes_back)
+            return {"rc": 0, "stdout": "", "stderr": ""}
+        if cmd == _reboot.soft_boot_time_command(BOOT):
+            self.commands.append("marker")
+            if self.rebooted and (self.pending > 0 or not self.comes_back):
+                self.pending -= 1
+                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
+            if self.rebooted:
+                self.rebooted = False
+                if self.soft:
+                    self.soft_reboots += 1
+                else:
+                    self.boots, self.soft_reboots = self.boots + 1, 0
+            return {"rc": 0, "stdout": "boot-%d:%d\n" % (self.boots, self.soft_reboots), "stderr": ""}
+        return super().command(cmd, sudoable, **kwargs)
+
+
+@pytest.mark.parametrize("capable, kind, reason", [
+    (True, "soft", None),
+    (False, "full", "bootc says the staged deployment is not soft-reboot capable"),
+])
+def test_auto_soft_reboots_a_capable_bootc_host_and_waits_for_its_soft_reboot_count(capable, kind, reason):
+    world = World()
+    book = open_book(world)
+    host = SoftHost(world, capable=capable)
+    first = acquire(world, book=book, backend="bootc", soft_reboot="auto", park_boot=True)
+    assert first["ansible_facts"]["os_activate_next"] == "boot", first
+    done = run(world, "n1", op="continue", book=book)
+    record = done["ansible_facts"]["os_activate_result"]
+    assert not done.get("failed") and record["status"] == "activated", done
+    assert (record["activation"], done["reboot"]["kind"]) == (kind, kind)
+    assert (record["activation_reason"] or "").startswith(reason or "")
+    # bootc is asked for a soft reboot only where its status said the staged deployment is capable.
+    assert host.commands.count(SOFT_FINALIZE) == (1 if capable else 0)
+    assert host.commands.count("bootc upgrade --from-downloaded --apply") == (0 if capable else 1)
+    # A soft reboot keeps the boot id: the wait saw the count move; a full one, a new boot id.
+    assert done["reboot"]["boot_id"] == ("boot-1:1" if capable else "boot-2")
+
+
+def test_rpm_ostree_reboots_fully_with_auto_and_says_why():
+    world = World()
+    book = open_book(world)
+    host = Host(world)
+    done = acquire(world, book=book, soft_reboot="auto")
+    record = done["ansible_facts"]["os_activate_result"]
+    assert record["status"] == "activated" and record["activation"] == "full"
+    assert record["activation_reason"] == "rpm-ostree has no soft reboot (coreos/rpm-ostree#4525)"
+    assert FINALIZE in host.commands and BOOT in host.commands
+
+
+@pytest.mark.parametrize("backend, capable", [("bootc", False), ("rpm-ostree", True)])
+def test_required_declines_a_host_that_cannot_soft_reboot_before_it_takes_a_slot(backend, capable):
+    world = World()
+    book = open_book(world)
+    host = SoftHost(world, capable=capable)
+    result = acquire(world, book=book, backend=backend, soft_reboot="required")
+    assert (result["granted"], result["declined"]) == (False, True) and not result.get("failed"), result
+    assert result["reason"].startswith("soft reboot required, and ")
+    # Nothing was done to the host: at most its deployments were read (bootc); no slot was taken.
+    assert host.commands == (["bootc status --format=json"] if backend == "bootc" else [])
+    with _slots.locked_book(book) as state:
+        assert state["hosts"]["n1"]["state"] == "not_activated" and state["grants"] == []
+        summary = _slots.summary(state)
+    assert summary["declined"] == {"n1": result["reason"]} and summary["failed"] == []
+    # The other host of the pool gets the slot as if n1 were not there.
+    SoftHost(world)
+    assert acquire(world, host="n2", book=book, backend="bootc", soft_reboot="required")["granted"]
+
+
+def test_required_soft_reboots_a_capable_host():
+    world = World()
+    book = open_book(world)
+    host = SoftHost(world, capable=True)
+    done = acquire(world, book=book, backend="bootc", soft_reboot="required")
+    record = done["ansible_facts"]["os_activate_result"]
+    assert record["status"] == "activated" and record["activation"] == "soft", done
+    assert host.commands.count(SOFT_FINALIZE) == 1 and host.soft_reboots == 1 and host.boots == 1

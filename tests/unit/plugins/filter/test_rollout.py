@@ -212,6 +212,18 @@ def test_rollout_report_activation_kinds():
     assert "n1 soft reboot: 5.0s" in svg and "n2 reboot: 6.0s" in svg
 
 
+def test_a_host_declined_for_a_required_soft_reboot_is_not_activated_and_no_failure():
+    fleet = _fleet()[:1] + [dict(_fleet()[1], os_activate_result=None)]
+    why = "soft reboot required, and bootc says the staged deployment is not soft-reboot capable"
+    report = rollout.rollout_report(fleet, {"started": ["n1"], "budgets": {"a": 1}, "declined": {"n2": why}},
+                                    started_at=90, ended_at=140)
+    rows = dict((row["host"], row) for row in report["hosts"])
+    assert (rows["n2"]["status"], rows["n2"]["reason"]) == ("not_activated", "staged, not activated: " + why)
+    # Left staged on purpose: the run's result is staged, not failed (rc 0).
+    assert report["result"] == "staged" and report["declined"] == {"n2": why}
+    assert report["counts"]["not_activated"] == 1 and report["counts"]["failed"] == 0
+
+
 @pytest.mark.parametrize("func", [rollout.rollout_report_markdown, rollout.rollout_timeline_svg])
 def test_render_rejects_non_report(func):
     with pytest.raises(AnsibleFilterError):

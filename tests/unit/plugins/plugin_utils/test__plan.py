@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _plan
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
     activation,
     host_plan,
@@ -352,3 +353,30 @@ def test_an_update_agent_that_would_undo_the_rollout(booted, agents, policy, act
 def test_a_host_whose_agents_were_not_read_records_none():
     plan = host_plan(assigned(REG + ":stable"), "fcos-01", resolutions=RESOLVED_INDEX, status=status(ON_OTHER))
     assert (plan["action"], plan["update_agents"], plan["update_agents_policy"]) == ("stage", None, None)
+
+
+@pytest.mark.parametrize("action, backend, setting, capable, expected", [
+    ("skipped", "bootc", "auto", True, (None, None)),
+    ("stage", "bootc", None, True, ("full", None)),
+    ("stage", "bootc", "never", True, ("full", None)),
+    ("stage", None, "auto", None, (_plan.AFTER_THE_STAGE, "the host was not read")),
+    ("stage", "bootc", "auto", None, (_plan.AFTER_THE_STAGE, "decided from the staged deployment (bootc's")),
+    ("activate", "bootc", "auto", True, ("soft", None)),
+    ("activate", "bootc", "auto", False, ("full", "bootc says the staged deployment is not soft-reboot capable")),
+    ("activate", "bootc", "required", False, ("none", "soft reboot required, and bootc says")),
+    ("stage", "rpm-ostree", "auto", None, ("full", "rpm-ostree has no soft reboot")),
+    ("activate", "rpm-ostree", "required", None, ("none", "soft reboot required, and rpm-ostree has no soft reboot")),
+])
+def test_the_plan_says_how_an_activation_would_reboot_the_host(action, backend, setting, capable, expected):
+    plan = {"action": action, "backend": backend, "reboot": None, "reboot_reason": None}
+    staged = {"staged": True, "soft_reboot_capable": capable} if capable is not None else None
+    _plan._plan_reboot(plan, staged, setting)
+    assert plan["reboot"] == expected[0] and plan["action"] == action
+    assert (plan["reboot_reason"] or "").startswith(expected[1] or "") and (expected[1] is None) == (plan["reboot_reason"] is None)
+
+
+def test_an_unknown_soft_reboot_choice_is_an_error_for_the_host():
+    plan = {"action": "stage", "backend": "bootc", "reboot": None, "reboot_reason": None}
+    _plan._plan_reboot(plan, None, "always")
+    assert plan["action"] == "error"
+    assert plan["reason"] == "fleetos_rollout_soft_reboot is 'always': it must be one of never, auto, required."

@@ -23,8 +23,23 @@ def test_rollout_report_keeps_result_counts_and_per_host_digests():
     value = stats["fleetos_last_rollout"]
     assert (value["result"], value["rollout"], value["stop_reason"]) == ("canary_verified", "r1", "canary verified")
     assert value["counts"] == report["counts"] and value["report_dir"].endswith("rollout-report")
-    assert value["hosts"] == {"n1": {"status": "activated", "target_digest": B, "booted_digest": B},
-                              "n2": {"status": "not_activated", "target_digest": B, "booted_digest": A}}
+    assert value["hosts"] == {"n1": {"status": "activated", "target_digest": B, "booted_digest": B, "activation": None},
+                              "n2": {"status": "not_activated", "target_digest": B, "booted_digest": A,
+                                     "activation": None}}
+    assert (value["activations"], value["declined"]) == ({}, [])
+
+
+def test_rollout_counts_soft_and_full_reboots_and_the_declined_hosts():
+    report = {"rollout": "r1", "result": "staged", "counts": {"activated": 2, "not_activated": 1},
+              "activations": {"full": 1, "soft": 1}, "declined": {"n3": "soft reboot required, and no"},
+              "hosts": [{"host": "n1", "status": "activated", "activation": "soft"},
+                        {"host": "n2", "status": "activated", "activation": "full"},
+                        {"host": "n3", "status": "not_activated", "reason": "staged, not activated: soft reboot required"}]}
+    value = job_stats(report, "rollout")["fleetos_last_rollout"]
+    assert value["activations"] == {"full": 1, "soft": 1} and value["declined"] == ["n3"]
+    assert [value["hosts"][h]["activation"] for h in ("n1", "n2", "n3")] == ["soft", "full", None]
+    # The declined host is named in the summary, with why.
+    assert "| n3 | not_activated | staged, not activated: soft reboot required |" in value["summary"]
 
 
 def test_plan_counts_actions_and_fails_on_an_error():
