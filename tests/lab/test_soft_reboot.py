@@ -152,7 +152,8 @@ def test_the_plan_says_how_each_host_would_reboot(lab, soft, tmp_path):
         assert required[node]["reboot_reason"].startswith("soft reboot required, and bootc says the staged deployment")
         assert (auto[node]["action"], auto[node]["reboot"]) == ("activate", "full"), auto[node]
     [rpm] = soft["rpm_ostree"]
-    assert (auto[rpm]["reboot"], auto[rpm]["reboot_reason"]) == ("full", "rpm-ostree has no soft reboot (coreos/rpm-ostree#4525)")
+    assert (auto[rpm]["reboot"], auto[rpm]["reboot_reason"]) == (
+        "full", "rpm-ostree has no soft reboot (coreos/rpm-ostree#4525)")
     # A new image: the deployment its stage makes decides.
     ref, _digest = image(lab, "--kernel", running_kernel(lab, soft["bootc"]))
     fresh = plan(lab, soft, tmp_path / "fresh", "-e", "fleetos_rollout_image=%s" % ref)

@@ -26,8 +26,8 @@ _SPEC.loader.exec_module(soft)
 
 
 def _run(wall, kinds, downs):
-    return {"wall_s": wall, "cpu_s": 1.0, "kinds": kinds, "counts": {"full": list(kinds.values()).count("full"),
-                                                                      "soft": list(kinds.values()).count("soft")},
+    counts = {"full": list(kinds.values()).count("full"), "soft": list(kinds.values()).count("soft")}
+    return {"wall_s": wall, "cpu_s": 1.0, "kinds": kinds, "counts": counts,
             "disruption_s": {"min": min(downs), "median": sorted(downs)[len(downs) // 2], "max": max(downs),
                              "per_host": {}}, "reboot_events": {}}
 
