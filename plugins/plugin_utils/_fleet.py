@@ -131,6 +131,7 @@ def host_inputs(values, run_host=None, play=None):
     for host, variables in values.items():
         inputs = {}
         for key, option, variable, default in INPUTS:
+            name = option if option in variables else variable
             if option in variables:
                 value = variables[option]
             elif variable in variables:
@@ -139,9 +140,26 @@ def host_inputs(values, run_host=None, play=None):
                 value = play[key]
             else:
                 value = default
+            if key in _TEXT and value is not None and not isinstance(value, str) and "input_error" not in inputs:
+                # A host's own bad value makes its plan an error, not the fleet's (a list cannot even be compared).
+                inputs["input_error"] = "The variable %s of host %s is a %s, not a text." % (name, host, _type_name(value))
+                value = None
             inputs[key] = _normal(key, value)
         found[host] = inputs
     return found
+
+
+def _type_name(value):
+    """A value's type as a playbook author names it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
 
 
 def secret_names(manifests):
@@ -188,7 +206,7 @@ def plan_fleet(inputs, manifests, lock=None, defined=None, brief=False, pins=Non
     hosts = {}
     for host in sorted(inputs):
         given = inputs[host]
-        assignment, failure = None, error
+        assignment, failure = None, error or given.get("input_error")
         if failure is None:
             try:
                 assignment = _assignment(images, host, given,

@@ -54,6 +54,16 @@ def test_pool_paused_is_a_boolean(value, expected):
     assert _fleet.host_inputs(variables)["h"]["pool_paused"] is expected
 
 
+@pytest.mark.parametrize("value, kind", [(["r/os:1", "sha256:1"], "list"), ({"image": "r/os:1"}, "mapping"), (3, "number")])
+def test_a_text_input_that_is_not_a_text_is_that_hosts_error_only(value, kind):
+    hostvars = {"h1": {"fleetos_rollout_image": value}, "h2": {"fleetos_rollout_image": "r/os:1"}}
+    record = fleet(hostvars)
+    # One sentence naming the variable and the host; the other host is planned as ever.
+    assert record["hosts"]["h1"]["plan"]["action"] == "error"
+    assert record["hosts"]["h1"]["error"] == "The variable fleetos_rollout_image of host h1 is a %s, not a text." % kind
+    assert record["hosts"]["h2"]["error"] is None and record["wanted"] == ["r/os:1"]
+
+
 def test_read_hosts_looks_each_host_up_once_and_names_the_secrets_it_has():
     class Counting(dict):
         looked_up = []
