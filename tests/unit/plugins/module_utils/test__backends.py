@@ -30,6 +30,9 @@ def test_finalize_commands_soft_and_full():
     ("bootc", "auto", None, ("full", "was not read")),
     ("rpm-ostree", "auto", CAPABLE, ("full", "rpm-ostree has no soft reboot")),
     ("rpm-ostree", "never", CAPABLE, ("full", None)),
+    # required decides as auto: a full answer means the host is not activated (the caller's part).
+    ("bootc", "required", CAPABLE, ("soft", None)),
+    ("bootc", "required", NOT_CAPABLE, ("full", "bootc says the staged deployment is not soft-reboot capable")),
 ])
 def test_soft_reboot_decision(name, setting, staged, expected):
     kind, why = _backends.backend(name).soft_reboot(setting, staged)
@@ -41,5 +44,5 @@ def test_soft_reboot_decision(name, setting, staged, expected):
 
 
 def test_soft_reboot_rejects_unknown_setting():
-    with pytest.raises(InvalidInputError, match="soft_reboot must be one of never, auto, not 'always'"):
+    with pytest.raises(InvalidInputError, match="soft_reboot must be one of never, auto, required, not .always."):
         _backends.backend("bootc").soft_reboot("always", CAPABLE)
