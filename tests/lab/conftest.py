@@ -199,13 +199,14 @@ class Lab:
                 " ".join(args), proc.returncode, proc.stdout, proc.stderr))
         return proc
 
-    def own_nodes(self, owner, count, disk_image=None, with_python=False):
+    def own_nodes(self, owner, count, disk_image=None, with_python=False, backend=None):
         """``count`` nodes that only the caller (``owner``) uses, optionally booted from
-        ``disk_image`` as a cloud image would be, or with a Python interpreter: ``fleetlab claim``
-        (made after node10 and after every node the lab has, the first time; the same nodes on
-        every later call). The caller puts them back into the state it needs."""
+        ``disk_image`` as a cloud image would be, or with a Python interpreter, or managed by ``backend``
+        (bootc): ``fleetlab claim`` (made after node10 and after every node the lab has, the first time; the
+        same nodes on every later call). The caller puts them back into the state it needs."""
         args = ["claim", owner, "--count", count, "--json"] + (["--disk-image", disk_image] if disk_image else [])
         args += ["--with-python"] if with_python else []
+        args += ["--backend", backend] if backend else []
         return json.loads(self.fleetlab(*args).stdout)
 
     def ensure_up(self):

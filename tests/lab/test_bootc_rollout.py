@@ -32,9 +32,8 @@ BUDGET = 2
 
 @pytest.fixture(scope="module")
 def mixed(lab, tmp_path_factory):
-    bootc = json.loads(lab.fleetlab("claim", "test_bootc_rollout", "--count", "2", "--backend", "bootc",
-                                    "--json").stdout)
-    rpm_ostree = json.loads(lab.fleetlab("claim", "test_bootc_rollout_rpm", "--count", "2", "--json").stdout)
+    bootc = lab.own_nodes("test_bootc_rollout", 2, backend="bootc")
+    rpm_ostree = lab.own_nodes("test_bootc_rollout_rpm", 2)
     for node in bootc + rpm_ostree:
         lab.fleetlab("fault", node, "clear")
     inventory = pool_inventory(lab, tmp_path_factory.mktemp("mixed") / "hosts.yml", "mixed", bootc + rpm_ostree,

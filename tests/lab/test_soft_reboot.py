@@ -28,9 +28,8 @@ BUDGET = 2
 
 @pytest.fixture(scope="module")
 def soft(lab, tmp_path_factory):
-    bootc = json.loads(lab.fleetlab("claim", "test_soft_reboot", "--count", "3", "--backend", "bootc",
-                                    "--json").stdout)
-    rpm_ostree = json.loads(lab.fleetlab("claim", "test_soft_reboot_rpm", "--count", "1", "--json").stdout)
+    bootc = lab.own_nodes("test_soft_reboot", 3, backend="bootc")
+    rpm_ostree = lab.own_nodes("test_soft_reboot_rpm", 1)
     for node in bootc + rpm_ostree:
         lab.fleetlab("fault", node, "clear")
     # The choice is the pool's, a group variable, as the maintenance windows are.
