@@ -10,7 +10,7 @@
 Every playbook of the collection gives the same shape under ``fleetos_last_<kind>``:
 ``kind``, ``result``, ``counts``, ``stop_reason``, ``rollout`` (the rollout id, when there
 is one), ``report_dir``, ``hosts`` (host -> ``status``, ``target_digest``,
-``booted_digest``) and ``summary``: a short Markdown text of the result, the counts, why the run
+``booted_digest``; a rollout's also ``activation``, full or soft) and ``summary``: a short Markdown text of the result, the counts, why the run
 stopped and the hosts that need a look (at most ``SUMMARY_ROWS`` of them, with their reasons), which
 the playbook also prints, so that it outlives the job's files (AWX removes a job's private data
 directory; the stats stay with the job). Timings stay in the report files.

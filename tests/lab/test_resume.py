@@ -342,7 +342,7 @@ def test_stop_after_the_verified_canary_then_rerun_continues(lab, fleet, tmp_pat
         stats = canary.stats["fleetos_last_rollout"]
         assert (stats["result"], stats["rollout"]) == ("canary_verified", canary.report["rollout"])
         assert stats["hosts"]["node06"] == {"status": "not_activated", "target_digest": verified,
-                                            "booted_digest": lab.base_digest}
+                                            "booted_digest": lab.base_digest, "activation": None}
         assert stats["report_dir"] == str(canary.report_dir)
         assert stats["images"] == {tag: verified}
 
