@@ -559,8 +559,9 @@ class ActionModule(ActionBase):
             if kind != "soft" and mode == "finalize" and config.get("soft_reboot") == "required":
                 # Capable when its slot was asked for (_declined()), no longer now: nothing is rebooted.
                 raise Stop(STEP_PREPARE, {"msg": "soft reboot required, and %s" % why})
-            self._record(path, host, "reboot_start", status)
+            # One look at the book for both: the slot is held meanwhile.
             with self._book(path) as book:
+                _slots.record_event(book, host, "reboot_start", self._clock(), status)
                 _slots.record_activation(book, host, kind, why)
             command = backend.command("finalize" if mode == "finalize" else "rollback",
                                       staged_checksum=checksum if mode == "finalize" else None, soft=kind == "soft")
