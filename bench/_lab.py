@@ -78,6 +78,14 @@ def status(nodes):
     return {n: rows[n] for n in nodes}
 
 
+def check_on(nodes, digest, what):
+    """BenchError (naming ``what``) unless every node is up, booted on ``digest`` and with nothing staged."""
+    bad = ["%s: %s booted %s, staged %s" % (n, r["state"], r["digest"], r["staged"]) for n, r in status(nodes).items()
+           if r["state"] != "up" or r["digest"] != digest or r["staged"]]
+    if bad:
+        raise BenchError("%s: nodes not on v1 with nothing staged:\n  %s" % (what, "\n  ".join(bad)))
+
+
 class Journal:
     """The lab's events journal from a byte offset on (other sessions append to it too)."""
 

@@ -63,7 +63,7 @@ import soft_reboot  # noqa: E402
 from _floor import parse_spread, pooled_floor, slot_records_from_hosts, slot_reuse, spread_delays  # noqa: E402
 from _lab import (  # noqa: E402  (what the lab benches share)
     BASE, REPO, RESULTS, ROLLBACK, ROLLOUT, RSS_INTERVAL, STATE, VENV_BIN, BenchError, Journal, best_effort,
-    bench_nodes, bench_parser, blob_bytes, fleetlab, lab_boot_delay, lab_info, log, run_bench, run_playbook, slow_boot,
+    bench_nodes, bench_parser, blob_bytes, check_on, fleetlab, lab_boot_delay, lab_info, log, run_bench, run_playbook, slow_boot,
     status, write_inventory as write_lab_inventory)
 
 NAIVE = REPO / "bench" / "naive-rollout.yml"
@@ -221,11 +221,7 @@ class Bench:
         self.faulted = on
 
     def check_base(self, what):
-        rows = status(self.nodes)
-        bad = ["%s: %s booted %s, staged %s" % (n, r["state"], r["digest"], r["staged"]) for n, r in rows.items()
-               if r["state"] != "up" or r["digest"] != self.base_digest or r["staged"]]
-        if bad:
-            raise BenchError("%s: nodes not on v1 with nothing staged:\n  %s" % (what, "\n  ".join(bad)))
+        check_on(self.nodes, self.base_digest, what)
 
     def restore(self, digests, label):
         """Back to v1: cancel staged deployments, roll back hosts booted on each digest."""

@@ -27,8 +27,8 @@ import statistics
 import uuid
 
 from _lab import (  # noqa: E402  (what the lab benches share)
-    BASE, RESULTS, ROLLBACK, ROLLOUT, STATE, VENV_BIN, BenchError, Journal, bench_nodes, fleetlab, lab_boot_delay,
-    lab_info, log, run_bench, run_playbook, slow_boot, status, write_inventory)
+    BASE, RESULTS, ROLLBACK, ROLLOUT, STATE, VENV_BIN, BenchError, Journal, bench_nodes, best_effort, check_on,
+    fleetlab, lab_boot_delay, lab_info, log, run_bench, run_playbook, slow_boot, write_inventory)
 
 CLAIM = "bench-soft"
 REPOSITORY = "fleetos/bench-soft"
@@ -95,28 +95,25 @@ class SoftBench:
                                  "per_host": dict((row["host"], row.get("disruption_s")) for row in rows)},
                 "reboot_events": dict((e["node"], e.get("kind")) for e in events if e["event"] == "reboot")}
 
-    def _restore(self):
-        """Back to v1: roll back the hosts booted on each digest rolled out (full reboots, no delay)."""
-        slow_boot(self.nodes, self.fault, False)
+    def _roll_back(self):
+        """Roll back the hosts booted on each digest rolled out (full reboots)."""
         for digest in self.rolled_out:
             self._playbook(ROLLBACK, "restore-%s" % digest[7:19], "-e", "fleetos_rollback_from=%s" % digest)
         self.rolled_out = []
-        self._check_base()
-        slow_boot(self.nodes, self.fault, True)
 
-    def _check_base(self):
-        rows = status(self.nodes)
-        bad = ["%s: %s booted %s, staged %s" % (n, r["state"], r["digest"], r["staged"]) for n, r in rows.items()
-               if r["state"] != "up" or r["digest"] != self.base_digest or r["staged"]]
-        if bad:
-            raise BenchError("nodes not on v1 with nothing staged:\n  %s" % "\n  ".join(bad))
+    def _restore(self):
+        """Back to v1, without the boot delay, and the delay on again."""
+        slow_boot(self.nodes, self.fault, False)
+        self._roll_back()
+        check_on(self.nodes, self.base_digest, "after a rollout")
+        slow_boot(self.nodes, self.fault, True)
 
     def run(self):
         a = self.args
         self.base_digest = json.loads((STATE / "images" / "built.json").read_text())[BASE]["digest"]
         for node in self.nodes:
             fleetlab("fault", node, "clear")
-        self._check_base()
+        check_on(self.nodes, self.base_digest, "before the bench")
         self.tag = "%s-%s" % (self.stamp, uuid.uuid4().hex[:6])
         log("building v2, v3, v4 (%d MB layer each) and v4k (another kernel)" % a.size_mb)
         v2, v3, v4 = self._image("v2"), self._image("v3"), self._image("v4")
@@ -144,21 +141,8 @@ class SoftBench:
 
     def cleanup(self):
         """Undo the bench's lab settings and put the nodes back on v1 -> [problems]."""
-        problems = []
-        for step in (lambda: slow_boot(self.nodes, self.fault, False),
-                     lambda: fleetlab("shape", "off", "--nodes", ",".join(self.nodes))):
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - report every cleanup problem
-                problems.append(str(exc))
-        if self.rolled_out and hasattr(self, "base_digest"):
-            try:
-                for digest in self.rolled_out:
-                    self._playbook(ROLLBACK, "restore-%s" % digest[7:19], "-e", "fleetos_rollback_from=%s" % digest)
-                self.rolled_out = []
-            except Exception as exc:  # noqa: BLE001
-                problems.append(str(exc))
-        return problems
+        return best_effort(lambda: slow_boot(self.nodes, self.fault, False),
+                           lambda: fleetlab("shape", "off", "--nodes", ",".join(self.nodes)), self._roll_back)
 
 
 def show(result):
