@@ -559,9 +559,8 @@ class ActionModule(ActionBase):
             if kind != "soft" and mode == "finalize" and config.get("soft_reboot") == "required":
                 # Capable when its slot was asked for (_declined()), no longer now: nothing is rebooted.
                 raise Stop(STEP_PREPARE, {"msg": "soft reboot required, and %s" % why})
-            # One look at the book for both: the slot is held meanwhile.
+            self._record(path, host, "reboot_start", status)
             with self._book(path) as book:
-                _slots.record_event(book, host, "reboot_start", self._clock(), status)
                 _slots.record_activation(book, host, kind, why)
             command = backend.command("finalize" if mode == "finalize" else "rollback",
                                       staged_checksum=checksum if mode == "finalize" else None, soft=kind == "soft")
