@@ -160,13 +160,13 @@ def rollout_lease_plan(plan, lease_result, refused=None, before="staging"):
     return lease_plan(plan, lease_result, refused, before=before)
 
 
-def rollout_plan_hosts(fleet, hostvars, hosts, resolutions=None, inspections=None, lock=None, pins=None, leased=False):
+def rollout_plan_hosts(fleet, hostvars, hosts, resolutions=None, inspections=None, lock=None, pins=None):
     """Filter: the plan of every host read, from the fleet's record and each host's read, at once (see
     rollout_plan_hosts.yml)."""
     if not isinstance(fleet, Mapping) or not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("rollout_plan_hosts needs the record of rollout_plan_fleet and a list of host names")
     try:
-        reads = _rollout_hosts.host_reads(hostvars, hosts, boolean(leased, strict=False))
+        reads = _rollout_hosts.host_reads(hostvars, hosts)
         return _rollout_hosts.read_plans(_fleet.plain(fleet), reads, resolutions=resolutions, inspections=inspections,
                                          lock=none_if_empty(lock), pins=_pins(pins))
     except FleetosError as exc:

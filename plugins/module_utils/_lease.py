@@ -45,8 +45,8 @@ VERSION = 1
 
 # The options of fleetos.layering.os_rollout_lease.
 ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["acquired", "released"], default="acquired"),
-    rollout=dict(type="str", required=True),
+    state=dict(type="str", choices=["acquired", "released", "read"], default="acquired"),
+    rollout=dict(type="str"),
     owner=dict(type="dict"),
     started_at=dict(type="float"),
     ttl=dict(type="int", default=21600),
@@ -80,6 +80,8 @@ class LeaseHeldError(FleetosError):
 
 def check_arguments(params):
     """Refuse options that do not fit together, before anything is read or written."""
+    if params["state"] != "read" and not params["rollout"]:
+        raise InvalidInputError("rollout is required with state=%s." % params["state"])
     if params["state"] == "acquired":
         for name in ("owner", "started_at"):
             if params[name] is None:
@@ -261,7 +263,7 @@ def task_result(host, params, check_mode):
     refused = None
     try:
         check_arguments(params)
-        if params["deployments"] and params["state"] == "acquired":
+        if params["deployments"] and params["state"] != "released":
             # One host command for the reads of the contact: the lease file, then the deployments and the update
             # agents. They count as read under the lease when the lease is then written over what was read here
             # (the write compares it); a lease that changed meanwhile is read again, and so are they.
@@ -276,6 +278,8 @@ def task_result(host, params, check_mode):
                     wait=params["wait"], check_mode=check_mode)
             except LeaseHeldError as exc:
                 refused, changed, lease, previous = exc, False, exc.holder, None
+        elif params["state"] == "read":
+            changed, (_data, lease), previous = False, read(host, params["path"]), None
         else:
             changed, lease = release(host, params["path"], params["rollout"], phase=params["phase"],
                                      check_mode=check_mode)

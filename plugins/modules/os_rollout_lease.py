@@ -13,7 +13,7 @@ module: os_rollout_lease
 short_description: Hold a host for one rollout at a time, and record how far the rollout got
 version_added: 0.1.0
 description:
-  - Takes, renews or releases the rollout lease of a host, a small JSON record on the host
+  - Takes, renews, releases or only reads the rollout lease of a host, a small JSON record on the host
     that names the rollout holding it (id, controller process, start time, time to live)
     and how far that rollout got with the host (O(phase), O(target_digest)).
   - The record is read and replaced under an exclusive lock and written atomically, so two
@@ -44,14 +44,17 @@ options:
     description:
       - V(acquired) takes the lease, or renews it when this rollout holds it already.
       - V(released) marks this rollout's lease released; another rollout's lease is left alone.
+      - V(read) changes nothing and returns the lease as the host holds it in RV(lease) (with O(deployments), the
+        host's deployments too). The role fleetos.layering.os_plan reads a host this way, in one contact, when the
+        run takes no lease (C(playbooks/plan.yml)).
     type: str
-    choices: [acquired, released]
+    choices: [acquired, released, read]
     default: acquired
   rollout:
     description:
       - The id of the rollout, unique per run of the rollout playbook.
+      - Required with O(state=acquired) and O(state=released).
     type: str
-    required: true
   owner:
     description:
       - Who runs the rollout, recorded for a person reading a refusal; for example the
@@ -176,6 +179,12 @@ EXAMPLES = r"""
   fleetos.layering.os_rollout_lease:
     rollout: "{{ rollout_id }}"
     state: released
+
+- name: Read the lease and the deployments of the host, changing nothing
+  fleetos.layering.os_rollout_lease:
+    state: read
+    deployments: auto
+  register: host_read
 """
 
 RETURN = r"""

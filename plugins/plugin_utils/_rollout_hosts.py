@@ -34,9 +34,8 @@ TO_ACTIVATE = ("verify", "activate", "stage")
 
 def read_plans(fleet, reads, resolutions=None, inspections=None, lock=None, pins=None):
     """The plan of every host read: ``fleet`` is the record of ``rollout_plan_fleet`` (with each host's inputs and
-    assignment), ``reads`` maps a host to its deployments as read (os_info's result, or the lease's
-    ``deployments``). A host whose entry has an error keeps the
-    fleet's plan; a host not in ``reads`` (its read failed: the caller recorded it) is left out."""
+    assignment), ``reads`` maps a host to its deployments as read (``host_reads``). A host whose entry has an error
+    keeps the fleet's plan; a host not in ``reads`` (its read failed: the caller recorded it) is left out."""
     plans = {}
     for host, entry in sorted(((fleet or {}).get("hosts") or {}).items()):
         if entry.get("error") is not None:
@@ -75,21 +74,17 @@ def leaves_unchanged(fleet, host, lease_result, resolutions=None, lock=None, pin
         and not (plan.get("update_agents") or {}).get("disable")
 
 
-def host_reads(hostvars, hosts, leased):
-    """``{host: status}`` for each host of ``hosts`` whose read succeeded: with ``leased`` the
-    lease's ``deployments`` (a refused lease reads them all the same), else the registered os_info result."""
-    name = "os_plan_lease_result" if leased else "__os_plan_status"
+def host_reads(hostvars, hosts):
+    """``{host: status}`` for each host of ``hosts`` whose read succeeded: the ``deployments`` of its
+    os_rollout_lease result (``os_plan_lease_result``: the lease taken, or only read; a refused lease reads them all
+    the same)."""
     reads = {}
-    for host, found in host_values(hostvars, hosts, (name,)).items():
-        result = found.get(name)
+    for host, found in host_values(hostvars, hosts, ("os_plan_lease_result",)).items():
+        result = found.get("os_plan_lease_result")
         if not isinstance(result, dict) or result.get("skipped") or result.get("unreachable"):
             continue
-        if leased:
-            status = result.get("deployments")
-        else:
-            status = None if result.get("failed") else result
-        if status is not None:
-            reads[host] = status
+        if isinstance(result.get("deployments"), dict):
+            reads[host] = result["deployments"]
     return reads
 
 

@@ -71,6 +71,8 @@ def test_check_mode_writes_nothing(fake, path, tmp_path):
     (dict(rollout="r1", owner=OWNER), "started_at is required with state=acquired."),
     (dict(rollout="r1", owner=OWNER, started_at=1.0, ttl=0), "ttl must be a positive number of seconds, got 0."),
     (dict(rollout="r1", owner=OWNER, started_at=1.0, wait=-1), "wait must not be negative, got -1."),
+    (dict(owner=OWNER, started_at=1.0), "rollout is required with state=acquired."),
+    (dict(state="released"), "rollout is required with state=released."),
 ])
 def test_bad_input_fails_before_anything_is_written(fake, path, tmp_path, args, message):
     result = _run(dict(args, path=path), failed=True)
@@ -121,6 +123,31 @@ def test_a_failed_read_fails_the_task_and_keeps_the_lease_result(fake, path):
     assert result["acquired"] is True and result["deployments"] is None
     assert "cannot connect to the system bus" in result["msg"]
     assert json.load(open(path))["rollout"] == "r1"
+
+
+def test_read_returns_the_lease_and_the_deployments_and_writes_nothing(fake, path, tmp_path):
+    """state=read: the plan's one contact when the run takes no lease (playbooks/plan.yml)."""
+    fake["results"] = [(0, _status("sha256:" + "c" * 64), "")]
+    result = _run(dict(path=path, state="read", deployments="rpm-ostree"))
+    assert result["changed"] is False and result["acquired"] is False and result["lease"] is None
+    assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "c" * 64
+    # One host command for both reads, and no write: the directory of the lease is not even made.
+    assert len(fake["batches"]) == 1 and len(fake["sent"]) == 1
+    assert list(tmp_path.iterdir()) == []
+    taken = _run(_acquire(path, phase="rebooting"))["lease"]
+    fake["results"] = [(0, _status("sha256:" + "c" * 64), "")]
+    result = _run(dict(path=path, state="read", deployments="rpm-ostree"))
+    assert result["lease"] == taken and result["acquired"] is False and result["holder"] is None
+    assert json.load(open(path)) == taken
+
+
+def test_read_of_a_lease_file_that_does_not_load_fails_with_the_cause(fake, path, tmp_path):
+    (tmp_path / "fleetos").mkdir()
+    (tmp_path / "fleetos" / "rollout-lease.json").write_text("{")
+    fake["results"] = [(0, _status("sha256:" + "c" * 64), "")]
+    result = _run(dict(path=path, state="read", deployments="rpm-ostree"), failed=True)
+    assert result["msg"].startswith("The lease file %s is not JSON" % path)
+    assert result["deployments"] is None
 
 
 REG = "198.51.100.1:5000/fleetos/os"

@@ -102,17 +102,22 @@ def test_read_plans_plans_the_hosts_read_and_keeps_the_fleet_s_errors():
     fleet = {"hosts": {"n1": {"error": None, "inputs": inputs, "assignment": None, "plan": {"action": None}},
                        "n2": {"error": "no image", "inputs": inputs, "assignment": None, "plan": {"action": "error"}},
                        "n3": {"error": None, "inputs": inputs, "assignment": None, "plan": {"action": None}}}}
-    hostvars = {"n1": {"__os_plan_status": {"changed": False, "backend": "rpm-ostree", "booted": None}},
-                "n3": {"__os_plan_status": {"failed": True, "msg": "rpm-ostree: not found"}}}
-    reads = _rollout_hosts.host_reads(hostvars, ["n1", "n3"], leased=False)
+    # Read with state=read (no lease): n3's read failed.
+    hostvars = {"n1": {"os_plan_lease_result": {"changed": False, "acquired": False, "lease": None,
+                                                "deployments": {"backend": "rpm-ostree", "booted": None}}},
+                "n3": {"os_plan_lease_result": {"failed": True, "msg": "rpm-ostree: not found", "deployments": None}}}
+    reads = _rollout_hosts.host_reads(hostvars, ["n1", "n3"])
     assert list(reads) == ["n1"]
     plans = _rollout_hosts.read_plans(fleet, reads)
     # n3's read failed: its plan is the caller's to record.
     assert sorted(plans) == ["n1", "n2"] and plans["n2"] == {"action": "error"}
     assert plans["n1"]["host"] == "n1" and plans["n1"]["pool"] == "a"
-    leased = {"n1": {"os_plan_lease_result": {"acquired": False, "deployments": {"backend": "bootc"}}},
-              "n3": {"os_plan_lease_result": {"failed": True, "deployments": None}}}
-    assert _rollout_hosts.host_reads(leased, ["n1", "n3"], leased=True) == {"n1": {"backend": "bootc"}}
+    # Under a lease: a refused lease (failed) reads them all the same; an unreachable or skipped host is not read.
+    leased = {"n1": {"os_plan_lease_result": {"failed": True, "acquired": False, "deployments": {"backend": "bootc"}}},
+              "n2": {"os_plan_lease_result": {"unreachable": True, "deployments": {"backend": "bootc"}}},
+              "n3": {"os_plan_lease_result": {"failed": True, "deployments": None}},
+              "n4": {"os_plan_lease_result": {"skipped": True}}}
+    assert _rollout_hosts.host_reads(leased, ["n1", "n2", "n3", "n4"]) == {"n1": {"backend": "bootc"}}
 
 
 REG = "198.51.100.1:5000/fleetos/os"
