@@ -58,6 +58,7 @@ from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
 from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import tender, wait_for_a_worker
 
 display = Display()
 
@@ -351,7 +352,8 @@ class StrategyModule(FreeStrategyModule):
         worker's garbage collector then leaves the objects it inherited alone, where a full collection would touch
         every one of them, and copy every page of the heap (the inventory, every host's variables and facts) into
         the worker - CPU, and memory that grows with the fleet. The controller collects as before once the worker
-        is started."""
+        is started. While every fork is busy it waits for one to end (ansible-core's loop would poll for one)."""
+        wait_for_a_worker(self._workers, lambda: self._tqm._terminated, tender(self))
         gc.freeze()
         try:
             super()._queue_task(host, task, task_vars, play_context)

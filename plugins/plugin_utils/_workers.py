@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+
+# Copyright (c) fleetos.layering contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# This is a private plugin_util of fleetos.layering: its interface may change at any
+# time and it is not meant to be used by other collections.
+
+"""Waiting for a free fork, or for a result, without spending the controller's CPU.
+
+ansible-core's strategies queue a task with ``StrategyBase._queue_task``, which, when every worker is busy,
+looks at the workers again every 0.1 ms until one is free: on a play of more hosts than forks, the
+controller's main process spends a core polling while the workers run. ``wait_for_a_worker`` blocks on the
+busy workers' process sentinels instead (``multiprocessing.connection.wait``), and returns as soon as one
+exits; the task is then queued at once. While it waits for the results of a task, ansible-core looks for one every
+``internal_poll_interval`` (1 ms); ``wait_for_a_result`` looks every 5 ms. Meanwhile it does what ansible-core's loop does on each look besides
+(from ansible-core 2.22, it answers the workers' requests: ``tend``)."""
+
+from __future__ import annotations
+
+import time
+from multiprocessing.connection import wait
+
+# Seconds between two looks at the strategy's end (ansible-core's _terminated) and at the workers' requests while
+# every worker is busy.
+STEP = 0.01
+# Seconds between two looks for a result, and the longest wait for one before ansible-core's own look.
+RESULT_STEP = 0.005
+RESULT_WAIT = 0.05
+
+
+def tender(strategy):
+    """What ansible-core's loops do on each look besides, for ``strategy``: from ansible-core 2.22, answer the
+    workers' requests (``_process_rpc_queue``); None before."""
+    return strategy._process_rpc_queue if getattr(strategy, "_rpc_queue", None) is not None else None
+
+
+def wait_for_a_worker(workers, terminated=lambda: False, tend=None, step=STEP):
+    """Return once a slot of ``workers`` (a strategy's ``_workers``: a process or None each) is free - None, or
+    its process exited - or once ``terminated()`` is true; -> whether a slot is free. ``tend`` is called before each
+    look. A worker that cannot be waited for (not started, or closed) counts as free: ansible-core's own loop then
+    handles it, as before."""
+    while not terminated():
+        if tend is not None:
+            tend()
+        sentinels = []
+        for worker in workers:
+            if worker is None:
+                return True
+            try:
+                if not worker.is_alive():
+                    return True
+                sentinels.append(worker.sentinel)
+            except (AssertionError, ValueError):
+                return True
+        if not sentinels:
+            return True
+        wait(sentinels, timeout=step)
+    return False
+
+
+def wait_for_a_result(results, terminated=lambda: False, tend=None, timeout=RESULT_WAIT, step=RESULT_STEP,
+                      clock=time.monotonic, sleep=time.sleep):
+    """Return once ``results`` (a strategy's ``_results``, which ansible-core's results thread fills) holds a result,
+    ``terminated()`` is true, or ``timeout`` seconds went by; -> whether a result is there. ``tend`` is called before
+    each look."""
+    until = clock() + timeout
+    while True:
+        if tend is not None:
+            tend()
+        if results or terminated():
+            return bool(results)
+        if clock() >= until:
+            return False
+        sleep(step)
