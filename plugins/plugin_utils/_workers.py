@@ -14,8 +14,8 @@ looks at the workers again every 0.1 ms until one is free: on a play of more hos
 controller's main process spends a core polling while the workers run. ``wait_for_a_worker`` blocks on the
 busy workers' process sentinels instead (``multiprocessing.connection.wait``), and returns as soon as one
 exits; the task is then queued at once. While it waits for the results of a task, ansible-core looks for one every
-``internal_poll_interval`` (1 ms); ``wait_for_a_result`` looks every 5 ms. Meanwhile it does what ansible-core's loop does on each look besides
-(from ansible-core 2.22, it answers the workers' requests: ``tend``)."""
+``internal_poll_interval`` (1 ms); ``wait_for_a_result`` looks every 5 ms. Meanwhile both do what ansible-core's
+loops do on each look besides (from ansible-core 2.22, they answer the workers' requests: ``tend``)."""
 
 from __future__ import annotations
 

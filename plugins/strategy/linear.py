@@ -19,8 +19,9 @@ description:
     forks. While it waits for the results of a task, it looks for one every 5 ms instead of every millisecond
     (ansible-core's C(internal_poll_interval)).
   - What runs, and in what order, is what C(linear) runs.
-  - The plays of C(fleetos.layering.rollout) that contact every host (the plan's read and lease, the stage's start,
-    and the short plays of a few hosts between them) run with it.
+  - The plays of C(fleetos.layering.rollout) and C(fleetos.layering.rollback) that contact every host (the plan's
+    read and lease, the stage's start, and the short plays of a few hosts between them) run with it, unless
+    C(fleetos_rollout_strategy) is C(free) - then they run with ansible-core's C(linear).
 author:
   - fleetos.layering contributors (@fleetos)
 notes:
