@@ -61,15 +61,15 @@ def wait_for_a_worker(workers, terminated=lambda: False, tend=None, step=STEP):
 
 
 def wait_for_a_result(results, terminated=lambda: False, tend=None, timeout=RESULT_WAIT, step=RESULT_STEP,
-                      clock=time.monotonic, sleep=time.sleep):
+                      clock=time.monotonic, sleep=time.sleep, also=None):
     """Return once ``results`` (a strategy's ``_results``, which ansible-core's results thread fills) holds a result,
-    ``terminated()`` is true, or ``timeout`` seconds went by; -> whether a result is there. ``tend`` is called before
-    each look."""
+    ``terminated()`` is true, ``also()`` is true (when given), or ``timeout`` seconds went by; -> whether a result is
+    there. ``tend`` is called before each look."""
     until = clock() + timeout
     while True:
         if tend is not None:
             tend()
-        if results or terminated():
+        if results or terminated() or (also is not None and also()):
             return bool(results)
         if clock() >= until:
             return False

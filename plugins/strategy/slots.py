@@ -58,7 +58,7 @@ from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
 from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import tender, wait_for_a_worker
+from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import tender, wait_for_a_result, wait_for_a_worker
 
 display = Display()
 
@@ -210,16 +210,11 @@ class StrategyModule(FreeStrategyModule):
 
     def _await_change(self):
         """Nothing was started and nothing came back, and hosts are at work or parked: wait for a result (its host may go
-        on), a request of a worker, a book with parked hosts written, or LOOK_AGAIN seconds, instead of another
-        pass over every host of the play."""
-        until = self._clock() + LOOK_AGAIN
-        rpc = getattr(self, "_rpc_queue", None)  # ansible-core 2.22: requests of the workers
-        while not self._results and not self._tqm._terminated and self._clock() < until:
-            if rpc is not None and not rpc.empty():
-                return
-            if self._parked and self._books_changed():
-                return
-            time.sleep(WAIT_STEP)
+        on), a book with parked hosts written, or LOOK_AGAIN seconds, instead of another pass over every host of the
+        play; meanwhile, answer the workers' requests (ansible-core 2.22)."""
+        wait_for_a_result(self._results, lambda: self._tqm._terminated, tender(self), timeout=LOOK_AGAIN,
+                          step=WAIT_STEP, clock=self._clock, sleep=time.sleep,
+                          also=lambda: bool(self._parked) and self._books_changed())
 
     # -- the book ----------------------------------------------------------------------
 

@@ -96,6 +96,13 @@ def test_the_wait_for_a_result_is_short_and_ends_with_the_run():
     assert 0.05 <= clock.now < 0.06
 
 
+def test_another_change_ends_the_wait_for_a_result_without_one():
+    clock = Clock()
+    # A book written after 20 ms (the slots strategy's parked hosts may go on): the wait ends at the next look.
+    assert wait_for_a_result([], timeout=1.0, clock=clock, sleep=clock.sleep, also=lambda: clock.now >= 0.02) is False
+    assert 0.02 <= clock.now < 0.025
+
+
 def test_the_workers_requests_are_answered_from_ansible_core_2_22_only():
     class Before:
         pass
