@@ -29,14 +29,13 @@ coreutils and a POSIX shell (``tar`` to read an oci-archive), no Python.
 from __future__ import annotations
 
 import json
-import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import RUN_AUTH_FILE
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    ToolClient,
     checked,
     default_cause,
-    find_executable,
     run_command,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
@@ -491,21 +490,15 @@ def _unknown_flag(stderr, flag):
                                       or "unrecognized" in text)
 
 
-class BootcClient:
+class BootcClient(ToolClient):
     """Runs bootc on a host (``_host.Host``, or a module's AnsibleModule): argv lists, LC_ALL=C, no expansion."""
 
+    tool = "bootc"
+
     def __init__(self, host, executable=None, retries=0, retry_delay=5, sleep=None, lock_path=None):
-        self.host = as_host(host)
-        self.binary = find_executable(self.host, executable, "bootc", "executable")
-        self.retries = max(0, int(retries or 0))
-        self.retry_delay = max(0, int(retry_delay or 0))
-        self._sleep = sleep or time.sleep
+        super().__init__(host, executable, retries=retries, retry_delay=retry_delay, sleep=sleep)
         self.lock_path = lock_path or SYSROOT_LOCK
         self.status_flags = None
-
-    def run(self, args, action, ok_rcs=(0,)):
-        """Run ``bootc ARGS``; -> (rc, stdout, stderr). Raise CommandError on other exit codes."""
-        return run_command(self.host, [self.binary] + list(args), action, ok_rcs=ok_rcs)
 
     def status(self):
         """``bootc status --format=json`` (``--json`` on a bootc that predates ``--format``), parsed."""
@@ -533,14 +526,12 @@ class BootcClient:
 
     def wait_idle(self, action):
         """Return once the sysroot lock is free; retry ``retries`` times, then raise TransactionBusyError."""
-        attempt = 0
-        while self._lock_held():
-            if attempt >= self.retries:
+        def idle(attempts):
+            if self._lock_held():
                 raise TransactionBusyError(
                     "Failed to %s because bootc is busy: another process still held the ostree sysroot lock (%s) "
-                    "after %d %s." % (action, self.lock_path, attempt + 1, "attempt" if attempt == 0 else "attempts"))
-            attempt += 1
-            self._sleep(self.retry_delay)
+                    "after %d %s." % (action, self.lock_path, attempts, "attempt" if attempts == 1 else "attempts"))
+        self.retrying(idle, TransactionBusyError)
 
     def switch_argv(self, image, transport, download_only=True, retain=False, enforce_sigpolicy=False):
         """The argv of ``bootc switch`` to ``image`` over ``transport``; never ``--apply`` (never reboots)."""

@@ -11,12 +11,14 @@ Every external tool (rpm-ostree, skopeo, ostree) runs through :func:`run_command
 host (``_host.Host``: the module's own, or an action plugin's connection): an argv list,
 ``LC_ALL=C``, no ``$``/``~`` expansion of the arguments, and on failure
 a domain exception with a one-sentence ``msg`` and ``cmd``/``rc``/``stdout``/``stderr``
-details. It never calls ``fail_json``.
+details. It never calls ``fail_json``. :class:`ToolClient` is the base of the clients of one
+tool (rpm-ostree, bootc, skopeo): ``run(args, action, ok_rcs)`` in one order, and one retry policy.
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
@@ -132,3 +134,49 @@ def find_executable(host, executable, name, option):
         raise CommandError("Failed to find the %s executable '%s' on the target: install %s or set %s."
                            % (name, shown(executable or name, 80), name, option))
     return binary
+
+
+class ToolClient:
+    """A tool run on a host (``_host.Host``, or the AnsibleModule of a module on the host) through
+    :func:`run_command`. A subclass names the tool (``tool``: its executable and its messages); ``option`` is the
+    module option that sets the executable. ``retries`` and ``retry_delay`` are the one retry policy of
+    :meth:`retrying`."""
+
+    tool = None
+
+    def __init__(self, host, executable=None, option="executable", retries=0, retry_delay=5, sleep=None):
+        self.host = as_host(host)
+        self.binary = find_executable(self.host, executable, self.tool, option)
+        self.retries = max(0, int(retries or 0))
+        self.retry_delay = max(0, int(retry_delay or 0))
+        self._sleep = sleep or time.sleep
+
+    def run(self, args, action=None, ok_rcs=(0,)):
+        """Run the tool with ``args``; -> (rc, stdout, stderr). An exit code outside ``ok_rcs`` raises (see
+        :meth:`check_result`); ``action`` names what failed (default ``run TOOL SUBCOMMAND``)."""
+        argv = [self.binary] + list(args)
+        rc, out, err = self.host.run(argv)
+        return self.check_result(argv, rc, out, to_text(err), ok_rcs, action or "run %s %s" % (self.tool, args[0]))
+
+    def check_result(self, argv, rc, out, err, ok_rcs, action, describe=None):
+        """What :meth:`run` makes of ``argv``'s exit status and output once it has run (here, or detached as a
+        job): -> (rc, stdout, stderr), or the CommandError it raises."""
+        return checked(self.host, argv, action, rc, out, err, ok_rcs=ok_rcs, describe=describe)
+
+    def retrying(self, attempt, errors, accept=None, gave_up=None):
+        """``attempt(attempts)`` (the runs so far, this one included), tried again after ``retry_delay`` seconds,
+        ``retries`` times at most, while it raises one of ``errors`` that ``accept(exc)`` takes (default: any);
+        -> its value. After the last try, ``gave_up(exc, attempts)`` is raised in its place when given."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return attempt(attempts)
+            except errors as exc:
+                if accept is not None and not accept(exc):
+                    raise
+                if attempts > self.retries:
+                    if gave_up is None:
+                        raise
+                    raise gave_up(exc, attempts) from None
+            self._sleep(self.retry_delay)

@@ -10,13 +10,11 @@
 from __future__ import annotations
 
 import json
-import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
-    checked,
+    ToolClient,
     default_cause,
-    find_executable,
     first_line,
     last_cause,
 )
@@ -25,7 +23,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     TransactionBusyError,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
 
 EXIT_UNCHANGED = 77
 BUSY_MARKER = "Transaction in progress"
@@ -199,31 +196,20 @@ RPM_OSTREE_ARGS = dict(
 )
 
 
-class RpmOstreeClient:
+class RpmOstreeClient(ToolClient):
     """Runs rpm-ostree on a host (``_host.Host``, or a module's AnsibleModule): argv lists, LC_ALL=C, no expansion."""
 
+    tool = "rpm-ostree"
+
     def __init__(self, host, executable=None, retries=0, retry_delay=5, sleep=None):
-        self.host = as_host(host)
-        self.binary = find_executable(self.host, executable, "rpm-ostree", "executable")
-        self.retries = max(0, int(retries or 0))
-        self.retry_delay = max(0, int(retry_delay or 0))
-        self._sleep = sleep or time.sleep
+        super().__init__(host, executable, retries=retries, retry_delay=retry_delay, sleep=sleep)
         self.raw_status = None
-
-    def run(self, args, ok_rcs=(0,), action=None):
-        """Run ``rpm-ostree ARGS``; -> (rc, stdout, stderr). Raise on other exit codes.
-
-        ``action`` names what failed in the error message (default ``run rpm-ostree SUB``).
-        """
-        argv = [self.binary] + list(args)
-        rc, out, err = self.host.run(argv)
-        return self.check_result(argv, rc, out, err, ok_rcs, action or "run rpm-ostree %s" % args[0])
 
     def check_result(self, argv, rc, out, err, ok_rcs, action, describe=None):
         """What :meth:`run` makes of ``argv``'s exit status and output once it has run (here, or detached as a
         job): -> (rc, stdout, stderr); TransactionBusyError when another transaction held rpm-ostree."""
         try:
-            return checked(self.host, argv, action, rc, out, err, ok_rcs=ok_rcs, describe=describe)
+            return super().check_result(argv, rc, out, err, ok_rcs, action, describe)
         except CommandError as exc:
             details = exc.details
             if not _is_busy(details["stdout"], details["stderr"]):
@@ -232,18 +218,11 @@ class RpmOstreeClient:
             raise TransactionBusyError("Failed to %s because rpm-ostree is busy: %s." % (action, cause.rstrip(".")),
                                        **details) from None
 
-    def run_mutating(self, args, ok_rcs=(0,), action=None):
+    def run_mutating(self, args, action=None, ok_rcs=(0,)):
         """Like :meth:`run`, retrying ``retries`` times when a transaction is in progress."""
         action = action or "run rpm-ostree %s" % args[0]
-        attempt = 0
-        while True:
-            try:
-                return self.run(args, ok_rcs, action)
-            except TransactionBusyError as exc:
-                if attempt >= self.retries:
-                    raise _still_busy(action, attempt + 1, exc) from None
-                attempt += 1
-                self._sleep(self.retry_delay)
+        return self.retrying(lambda attempts: self.run(args, action, ok_rcs), TransactionBusyError,
+                             gave_up=lambda exc, attempts: _still_busy(action, attempts, exc))
 
     def status(self):
         """``rpm-ostree status --json``, parsed (see :func:`parse_status`)."""
@@ -267,7 +246,7 @@ class RpmOstreeClient:
     def rebase(self, reference, lock_finalization=False):
         """Stage a rebase to ``reference``; -> True when rpm-ostree changed something."""
         argv = self.rebase_argv(reference, lock_finalization)
-        rc, _out, _err = self.run_mutating(argv[1:], ok_rcs=(0, EXIT_UNCHANGED), action=_rebase_action(reference))
+        rc, _out, _err = self.run_mutating(argv[1:], _rebase_action(reference), (0, EXIT_UNCHANGED))
         return rc != EXIT_UNCHANGED
 
     def rebase_finished(self, argv, reference, rc, output, attempts):

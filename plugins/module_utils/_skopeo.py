@@ -23,10 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
-    find_executable,
+    ToolClient,
     run_command,
     strip_decoration,
     to_text,
@@ -210,35 +209,22 @@ def platform_digest(described, architecture):
 # the client
 
 
-class Skopeo:
+class Skopeo(ToolClient):
     """Runs skopeo on a host (a ``_host.Host``, or the AnsibleModule of a module on the host), retrying
     transient registry failures."""
 
-    def __init__(self, module, executable=None, option="executable", retries=0, retry_delay=5, sleep=None):
-        self.module = module
-        self.binary = find_executable(module, executable, "skopeo", option)
-        self.retries = max(0, int(retries or 0))
-        self.retry_delay = max(0, int(retry_delay or 0))
-        self._sleep = sleep or time.sleep
+    tool = "skopeo"
 
     def _run(self, argv, action, image, binary=False):
         """Run ``argv``; -> stdout. Retry transient failures; raise ImageError naming ``action`` and ``image``."""
-        attempt = 0
-        while True:
-            attempts = attempt + 1
-
+        def attempt(attempts):
             def describe(stdout, stderr, rc):
                 cause = describe_failure(stderr)
                 return cause if attempts == 1 else "%s (after %d attempts)" % (cause, attempts)
 
-            try:
-                return run_command(self.module, argv, "%s image '%s'" % (action, image), binary=binary,
-                                   error=ImageError, describe=describe)[1]
-            except ImageError as exc:
-                if attempt >= self.retries or not is_transient(exc.details.get("stderr")):
-                    raise
-            attempt += 1
-            self._sleep(self.retry_delay)
+            return run_command(self.host, argv, "%s image '%s'" % (action, image), binary=binary,
+                               error=ImageError, describe=describe)[1]
+        return self.retrying(attempt, ImageError, accept=lambda exc: is_transient(exc.details.get("stderr")))
 
     @staticmethod
     def _source_options(prefix, auth_file, cert_dir, tls_verify):

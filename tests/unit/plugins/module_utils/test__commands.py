@@ -5,15 +5,21 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
+from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+    ToolClient,
     default_cause,
     first_line,
     run_command,
     strip_decoration,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
 
 ARGV = ["/usr/bin/tool", "sub", "--", "$HOME ~x"]
 
@@ -97,3 +103,71 @@ def test_default_cause_order():
     assert default_cause("out", "err", 1) == "err"
     assert default_cause("out", "", 1) == "out"
     assert default_cause("", "", 4) == "exit status 4"
+
+
+class ToolModule:
+    """A module whose commands answer ``results`` in turn; ``found`` is the path get_bin_path gives."""
+
+    def __init__(self, results=(), found="/usr/bin/tool"):
+        self.results = list(results)
+        self.found = found
+        self.calls = []
+
+    def get_bin_path(self, name, required=False):
+        return self.found
+
+    def run_command(self, argv, **kwargs):
+        self.calls.append(argv)
+        return self.results.pop(0)
+
+
+class Tool(ToolClient):
+    tool = "tool"
+
+
+def test_a_tool_client_runs_args_then_action_then_ok_rcs():
+    module = ToolModule([(3, "out", b"err\xff")])
+    client = Tool(module)
+    assert client.binary == "/usr/bin/tool"
+    assert client.run(["sub", "x"], "do the thing", (0, 3)) == (3, "out", "err\ufffd")
+    assert module.calls == [["/usr/bin/tool", "sub", "x"]]
+    with pytest.raises(CommandError, match=r"^Failed to run tool sub: broke\.$"):
+        Tool(ToolModule([(1, "", "broke")])).run(["sub"])
+    with pytest.raises(CommandError, match=r"^Failed to do the thing: broke\.$"):
+        Tool(ToolModule([(3, "", "broke")])).run(["sub"], "do the thing")
+
+
+@pytest.mark.parametrize("client", [RpmOstreeClient, BootcClient, Skopeo])
+def test_every_client_of_a_host_tool_runs_in_one_order(client):
+    assert issubclass(client, ToolClient)
+    assert list(inspect.signature(client.run).parameters) == ["self", "args", "action", "ok_rcs"]
+    assert client(ToolModule(found="/usr/bin/%s" % client.tool)).binary == "/usr/bin/%s" % client.tool
+
+
+def test_one_retry_policy_tries_retries_times_more_then_gives_up():
+    slept, seen = [], []
+
+    def attempt(attempts):
+        seen.append(attempts)
+        if attempts < 3:
+            raise ImageError("Failed to pull: busy.")
+        return "done"
+
+    client = Tool(ToolModule(), retries=2, retry_delay=7, sleep=slept.append)
+    assert client.retrying(attempt, ImageError) == "done"
+    assert seen == [1, 2, 3] and slept == [7, 7]
+    # One more failure than the retries: the last error, or what gave_up makes of it.
+    del seen[:], slept[:]
+    client.retries = 1
+    with pytest.raises(ImageError, match="busy"):
+        client.retrying(attempt, ImageError)
+    assert seen == [1, 2] and slept == [7]
+    with pytest.raises(CommandError, match=r"^gave up after 2$"):
+        client.retrying(attempt, ImageError, gave_up=lambda exc, attempts: CommandError("gave up after %d" % attempts))
+    # An error that accept refuses, or of another class, is raised at once.
+    del seen[:], slept[:]
+    with pytest.raises(ImageError):
+        client.retrying(attempt, ImageError, accept=lambda exc: False)
+    with pytest.raises(ImageError):
+        client.retrying(attempt, CommandError)
+    assert seen == [1, 1] and slept == []
