@@ -301,30 +301,6 @@ def next_boot(status):
     return status["staged"] or status["booted"]
 
 
-def has_digest(deployment, digest):
-    """True when the deployment runs the image with this digest.
-
-    Either the digest its reference pins (possibly an OCI index digest) or the per-platform
-    manifest digest bootc reports (``imageDigest``): both name the content for this host.
-    """
-    if digest is None or deployment is None or deployment.get("image") is None:
-        return False
-    image = deployment["image"]
-    return digest in (image.get("digest"), image.get("manifest_digest"))
-
-
-def summarize(deployment):
-    """{reference, transport, digest, checksum, download_only} of a deployment (None when unknown)."""
-    image = (deployment or {}).get("image") or {}
-    return {
-        "reference": image.get("reference"),
-        "transport": image.get("transport"),
-        "digest": image.get("digest"),
-        "checksum": (deployment or {}).get("checksum"),
-        "download_only": bool((deployment or {}).get("download_only", False)),
-    }
-
-
 # --------------------------------------------------------------------------
 # OCI layouts on the host (oci, oci-archive)
 

@@ -30,6 +30,42 @@ OS_INFO_ARGS = dict(
 )
 
 
+# --------------------------------------------------------------------------
+# one deployment, as both backends report it (``image``: reference, transport, digest, manifest_digest)
+
+# The keys summary() adds to reference, digest and checksum on request.
+SUMMARY_EXTRAS = ("transport", "download_only", "origin")
+
+
+def deployment_digest(deployment):
+    """The image digest of a deployment, or None (no deployment, or an ostree origin)."""
+    if deployment is None or deployment.get("image") is None:
+        return None
+    return deployment["image"].get("digest")
+
+
+def has_digest(deployment, digest):
+    """True when the deployment runs the image with this digest: the digest its reference pins (possibly an OCI
+    index digest, or the one reported for a tag) or the per-platform manifest digest the tool reports. For a host
+    of that platform an index digest and its manifest digest name the same content."""
+    if digest is None or deployment is None or deployment.get("image") is None:
+        return False
+    image = deployment["image"]
+    return digest in (image.get("digest"), image.get("manifest_digest"))
+
+
+def summary(deployment, *extras):
+    """{reference, digest, checksum} of a deployment (values None when unknown), with the keys of ``extras``
+    (among SUMMARY_EXTRAS) as well: a module's before and after."""
+    deployment = deployment or {}
+    image = deployment.get("image") or {}
+    values = {"transport": image.get("transport"), "download_only": bool(deployment.get("download_only", False)),
+              "origin": deployment.get("origin")}
+    result = {"reference": image.get("reference"), "digest": image.get("digest"), "checksum": deployment.get("checksum")}
+    result.update((key, values[key]) for key in extras)
+    return result
+
+
 def read_bootc(host, executable, required, architecture=True):
     """The bootc facts in rpm-ostree's shape, or None when bootc did not boot the host (``required`` False)."""
     try:

@@ -26,9 +26,10 @@ import shutil
 import tarfile
 
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, find_executable, run_command
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS, deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, SKOPEO_ARGS
 
 REPO_PATH = ("srv", "repo")
@@ -73,18 +74,6 @@ def oscontainer_commit(image, labels):
 
 # --------------------------------------------------------------------------
 # the next boot, before and after
-
-
-def summarize(deployment):
-    """{reference, digest, checksum, origin} of a deployment (values None when unknown)."""
-    deployment = deployment or {}
-    image = deployment.get("image") or {}
-    return {
-        "reference": image.get("reference"),
-        "digest": image.get("digest"),
-        "checksum": deployment.get("checksum"),
-        "origin": deployment.get("origin"),
-    }
 
 
 def diff_text(summary):

@@ -21,6 +21,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     ostree_auth_file,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import has_digest, summary
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -32,7 +33,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree impor
     BUSY_MARKER,
     RPM_OSTREE_ARGS,
     RpmOstreeClient,
-    has_digest,
     next_boot,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
@@ -95,16 +95,6 @@ class Resolver:
     def platform_digest(self, ref):
         """The manifest digest of ``ref`` for the host's architecture (the digest itself for a plain manifest)."""
         return self(ref)["platform_digests"][self.architecture]
-
-
-def summarize(deployment):
-    """{reference, digest, checksum} of a deployment (values None when unknown)."""
-    image = (deployment or {}).get("image") or {}
-    return {
-        "reference": image.get("reference"),
-        "digest": image.get("digest"),
-        "checksum": (deployment or {}).get("checksum"),
-    }
 
 
 def diff_text(summary):
@@ -189,7 +179,7 @@ class Rebase(LongCommand):
     def conclude(self, changed):
         status = self.client.status()
         current = next_boot(status)
-        after = summarize(current)
+        after = summary(current)
         if not reached(current, self.ref, self.resolver):
             raise CommandError(
                 "Failed to rebase to '%s': rpm-ostree finished, but the next boot is at %s." % (
@@ -212,7 +202,7 @@ def prepare(host, params, check_mode):
 
     if params["state"] == "booted":
         booted = status["booted"]
-        before = summarize(booted)
+        before = summary(booted)
         if not reached(booted, ref, resolver):
             raise ImageError(
                 "The host is not booted at image digest %s: the booted deployment is at %s." % (
@@ -223,7 +213,7 @@ def prepare(host, params, check_mode):
         return result, None
 
     current = next_boot(status)
-    before = summarize(current)
+    before = summary(current)
     if reached(current, ref, resolver):
         result.update(before=before, after=before, reboot_required=status["reboot_required"],
                       diff={"before": diff_text(before), "after": diff_text(before)})

@@ -166,26 +166,6 @@ def next_boot(status):
     return status["deployments"][0] if status["deployments"] else None
 
 
-def deployment_digest(deployment):
-    """The image digest of a deployment, or None (no deployment, or an ostree origin)."""
-    if deployment is None or deployment.get("image") is None:
-        return None
-    return deployment["image"].get("digest")
-
-
-def has_digest(deployment, digest):
-    """True when the deployment is at the image with this digest.
-
-    Either the digest its reference pins (or the one reported for a tag) or the
-    per-platform manifest digest rpm-ostree reports: for a host of that platform an
-    OCI index digest and its manifest digest identify the same content.
-    """
-    if digest is None or deployment is None or deployment.get("image") is None:
-        return False
-    image = deployment["image"]
-    return digest in (image.get("digest"), image.get("manifest_digest"))
-
-
 # --------------------------------------------------------------------------
 # the client
 

@@ -15,7 +15,7 @@ plugin's connection, so the host needs no Python.
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils import _bootc, _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostree_auth_file
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
@@ -70,7 +70,7 @@ def check_input(host, params):
 
 def _unchanged(result, status, current):
     """``result`` for a host whose next deployment is the target already."""
-    summary = _bootc.summarize(current)
+    summary = _deployments.summary(current, "transport", "download_only")
     result.update(before=summary, after=summary, reboot_required=status["reboot_required"],
                   staged=current is status["staged"],
                   diff={"before": diff_text(summary), "after": diff_text(summary)})
@@ -126,9 +126,9 @@ class Switch(LongCommand):
     def conclude(self, changed):
         status = self.client.status()
         staged = status["staged"]
-        after = _bootc.summarize(staged)
+        after = _deployments.summary(staged, "transport", "download_only")
         before, transport, image = self.before, self.transport, self.target
-        if not _bootc.has_digest(staged, self.digest):
+        if not _deployments.has_digest(staged, self.digest):
             raise CommandError("Failed to switch to %s image '%s': bootc finished, but the staged deployment is at "
                                "%s." % (transport, shown(image), after["digest"] or "nothing"),
                                before=before, after=after)
@@ -156,9 +156,9 @@ def prepare(host, params, check_mode):
                            "booted deployment)." % (transport, shown(image)))
     result = {"changed": False, "image": image, "transport": transport, "digest": digest}
     current = _bootc.next_boot(status)
-    if _bootc.has_digest(current, digest):
+    if _deployments.has_digest(current, digest):
         return _unchanged(result, status, current), None
-    before = _bootc.summarize(current)
+    before = _deployments.summary(current, "transport", "download_only")
 
     if check_mode:
         after = {"reference": image, "transport": transport, "digest": digest, "checksum": None,

@@ -222,6 +222,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     ostree_auth_file,
     temporary_auth_file,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import summary
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -238,7 +239,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer impo
     is_current,
     oci_layers,
     oscontainer_commit,
-    summarize,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     EXIT_UNCHANGED,
@@ -361,7 +361,7 @@ def run_module(module, client, skopeo, ostree):
         result["commit"] = commit
         status = client.status()
         current = next_boot(status)
-        before = summarize(current)
+        before = summary(current, "origin")
         if is_current(current, commit, digest):
             result.update(before=before, after=before, reboot_required=status["reboot_required"],
                           diff={"before": diff_text(before), "after": diff_text(before)})
@@ -380,7 +380,7 @@ def run_module(module, client, skopeo, ostree):
     rpm_changed = rebase(client, commit, url, params)
     status = client.status()
     current = next_boot(status)
-    after = summarize(current)
+    after = summary(current, "origin")
     if not is_current(current, commit, digest):
         raise CommandError(
             "Failed to rebase to commit %s of '%s': rpm-ostree finished, but the next boot is at %s." % (

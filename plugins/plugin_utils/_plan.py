@@ -44,7 +44,7 @@ from __future__ import annotations
 from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _image_ref, _update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
 from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import locked_image, lock_proof_problem
 

@@ -185,16 +185,6 @@ def test_next_boot(status, expected):
     assert _bootc.next_boot(status) == expected
 
 
-@pytest.mark.parametrize(("image", "digest", "expected"), [
-    ({"digest": D, "manifest_digest": OTHER}, D, True),        # the index digest the reference pins
-    ({"digest": D, "manifest_digest": OTHER}, OTHER, True),    # the manifest digest bootc reports
-    ({"digest": D, "manifest_digest": D}, OTHER, False),
-    (None, D, False),
-])
-def test_has_digest(image, digest, expected):
-    assert _bootc.has_digest({"image": image}, digest) is expected
-
-
 def _params(**overrides):
     params = {"image": "quay.io/os@" + D, "transport": "registry", "digest": None, "allow_tag": False}
     params.update(overrides)

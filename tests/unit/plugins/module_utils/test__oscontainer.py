@@ -13,6 +13,7 @@ import tarfile
 
 import pytest
 
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer import (
     Ostree,
@@ -22,7 +23,6 @@ from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer impo
     is_current,
     oci_layers,
     oscontainer_commit,
-    summarize,
 )
 
 COMMIT = "5d3965ddc23da6be463b043cd818e26108286f028f95f1bdf9806372b17368fd"
@@ -271,10 +271,10 @@ def test_is_current(deployment, current):
 
 
 def test_summary_and_diff_text():
-    summary = summarize({"checksum": COMMIT, "image": PIVOT, "origin": COMMIT})
+    summary = _deployments.summary({"checksum": COMMIT, "image": PIVOT, "origin": COMMIT}, "origin")
     assert summary == {"reference": PIVOT["reference"], "digest": DIGEST, "checksum": COMMIT, "origin": COMMIT}
     assert diff_text(summary) == "checksum: %s\nreference: %s\ndigest: %s\n" % (COMMIT, PIVOT["reference"], DIGEST)
-    assert summarize(None) == {"reference": None, "digest": None, "checksum": None, "origin": None}
+    assert _deployments.summary(None, "origin") == {"reference": None, "digest": None, "checksum": None, "origin": None}
 
 
 # ---------------------------------------------------------------- the ostree client

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _rpm_ostree
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,
@@ -104,7 +104,7 @@ def test_real_samples_digest_and_manifest_digest(name):
         assert image["digest"] == (pinned or reported)
         assert image["transport_kind"] == {"ostree-unverified-registry": "registry",
                                            "ostree-image-signed": "signed"}[image["transport"]]
-        assert _rpm_ostree.has_digest(parsed, reported)
+        assert _deployments.has_digest(parsed, reported)
     assert images > 0
 
 
@@ -119,9 +119,9 @@ def test_real_sample_with_an_index_digest_pinned():
     image = status["booted"]["image"]
     assert (image["digest"], image["manifest_digest"]) == (INDEX, reported)
     # Both identify the same content on this host; another digest does not.
-    assert _rpm_ostree.has_digest(status["booted"], INDEX)
-    assert _rpm_ostree.has_digest(status["booted"], reported)
-    assert not _rpm_ostree.has_digest(status["booted"], DIGEST)
+    assert _deployments.has_digest(status["booted"], INDEX)
+    assert _deployments.has_digest(status["booted"], reported)
+    assert not _deployments.has_digest(status["booted"], DIGEST)
 
 
 def test_missing_optional_keys_are_normal():
@@ -206,7 +206,7 @@ def test_custom_origin(extra, expected):
 def test_image(extra, image):
     status = _rpm_ostree.parse_status({"deployments": [_dep("a", booted=True, **extra)]})
     assert status["booted"]["image"] == image
-    assert _rpm_ostree.has_digest(status["booted"], DIGEST) is (
+    assert _deployments.has_digest(status["booted"], DIGEST) is (
         image is not None and DIGEST in (image["digest"], image["manifest_digest"]))
 
 
