@@ -7,7 +7,8 @@
 # This is a private module_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
-"""Replacing a whole file atomically, on the host (modules) and on the controller (plugins)."""
+"""Replacing a whole file atomically, on the host (modules) and on the controller (plugins): the one writer of
+the collection's files that runs in Python (the host-side writers run the host's shell: ``_host``)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,17 @@ import os
 import tempfile
 
 
-def replace_file(path, data, mode=None, fsync=False, prefix=None):
-    """Write ``data`` (bytes) to ``path`` atomically: a temporary file in the same directory
-    (``prefix``, default ``.<name>.``), made ``mode`` when given (else mkstemp's 0600), written,
-    synced to disk with ``fsync``, then renamed over ``path``. On any failure the temporary file
-    is removed and the error raised; ``path`` is left as it was."""
+def place_file(path, fill, mode=None, fsync=False, prefix=None):
+    """Make ``path`` whole or not at all: a temporary file in the same directory (``prefix``, default
+    ``.<name>.``), made ``mode`` when given (else mkstemp's 0600), filled by ``fill(handle)`` (a binary file),
+    synced to disk with ``fsync``, then renamed over ``path``. On any failure (``fill``'s own among them) the
+    temporary file is removed and the error raised; ``path`` is left as it was."""
     fd, tmp = tempfile.mkstemp(prefix=prefix or ".%s." % os.path.basename(path), dir=os.path.dirname(path))
     try:
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            fill(handle)
             if fsync:
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -36,3 +37,8 @@ def replace_file(path, data, mode=None, fsync=False, prefix=None):
         except OSError:
             pass
         raise
+
+
+def replace_file(path, data, mode=None, fsync=False, prefix=None):
+    """Write ``data`` (bytes) to ``path`` atomically (:func:`place_file`)."""
+    place_file(path, lambda handle: handle.write(data), mode=mode, fsync=fsync, prefix=prefix)

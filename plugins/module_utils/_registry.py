@@ -44,6 +44,7 @@ from urllib.request import Request as _UrlRequest
 from ansible.module_utils.urls import basic_auth_header
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._files import place_file
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, is_digest, parse
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
     DOCKER_LIST,
@@ -642,15 +643,7 @@ def _layout_index(directory, entry):
 def _place(path, fill):
     """Make ``path`` whole or not at all: ``fill(handle)`` writes a file beside it, renamed into place (0644)."""
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fill(handle)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    place_file(path, fill, mode=0o644, prefix=".tmp-")
 
 
 def _write_file(path, data):

@@ -307,7 +307,6 @@ import json
 import os
 import pwd
 import re
-import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -320,6 +319,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     sentence,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, parse_image, shown
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label
 from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
@@ -428,10 +428,7 @@ class BlobCache:
         path = self._path(kind, digest)
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.rename(tmp, path)
+            replace_file(path, data, prefix=".tmp-")
         except OSError:
             pass  # a cache that cannot be written only costs a read next time
 
