@@ -5,11 +5,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.bootc_switch (documented in plugins/modules/bootc_switch.py):
-bootc and skopeo run on the host over the connection, module_utils/_switch.py decides here."""
+bootc and skopeo run on the host over the connection, plugin_utils/_switch.py decides here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _switch
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _switch
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
 
 

@@ -26,7 +26,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _deployments, _fleetlock, _lease, _params
+from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _params
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _fleetlock, _lease
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots

@@ -13,8 +13,8 @@ import os
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset
-from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import MachineImageSet
-from ansible_collections.fleetos.layering.plugins.module_utils._selector import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
+from ansible_collections.fleetos.layering.plugins.plugin_utils._selector import (
     compile_selector,
     normalize_labels,
 )

@@ -120,7 +120,7 @@ from ansible.plugins.loader import cache_loader
 from ansible.utils.vars import combine_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import (
     MachineImageSet,
     group_name,
 )

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import MachineImageSet
+from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import none_if_empty
 

@@ -24,7 +24,7 @@ import yaml
 from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._compose import INPUTS_LABEL as INPUTS_ANNOTATION, LAYERS_LABEL
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import API_VERSION, check_header, only_keys
+from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import API_VERSION, check_header, only_keys
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _manifests
 
 KIND = "LayeredImage"

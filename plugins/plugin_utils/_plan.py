@@ -41,7 +41,9 @@ transport stages it (exactly as asked: never weakened), and the action:
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _backends, _image_ref, _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref, _update_agents
+
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest

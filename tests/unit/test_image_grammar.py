@@ -21,9 +21,9 @@ import importlib
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils import _machine_image
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _machine_image
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.module_utils import _rebase as rpm_ostree_rebase
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _rebase as rpm_ostree_rebase
 
 D = "sha256:" + "5e" * 32
 RESOLVED = "sha256:" + "7a" * 32
@@ -118,8 +118,8 @@ def verdict_rpm_ostree_rebase(text):
 VERDICTS = [
     ("module_utils._image_ref.parse", verdict_image_ref_parse),
     ("module_utils._image_ref.parse_image", verdict_image_ref_parse_image),
-    ("module_utils._machine_image.validate", verdict_machine_image),
-    ("module_utils._rebase.target_reference", verdict_rpm_ostree_rebase),
+    ("plugin_utils._machine_image.validate", verdict_machine_image),
+    ("plugin_utils._rebase.target_reference", verdict_rpm_ostree_rebase),
 ]
 
 PLAN_MODULE = "ansible_collections.fleetos.layering.plugins.plugin_utils._plan"
@@ -165,9 +165,9 @@ def test_every_reader_gives_the_same_verdict(text, expected):
         # The same image: the same name, and the same digest (a tag is resolved by the module only).
         ref = _image_ref.parse(text)
         for name in ("module_utils._image_ref.parse", "module_utils._image_ref.parse_image",
-                     "module_utils._machine_image.validate"):
+                     "plugin_utils._machine_image.validate"):
             assert verdicts[name][1] == (ref.name, ref.digest), name
-        assert verdicts["module_utils._rebase.target_reference"][1] == (ref.name, ref.digest or RESOLVED)
+        assert verdicts["plugin_utils._rebase.target_reference"][1] == (ref.name, ref.digest or RESOLVED)
 
 
 @pytest.mark.parametrize("text", [text for text, verdict in CASES if verdict == BAD and text])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.module_utils._machine_image import MachineImageSet
+from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _manifests
 from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import (
     load_documents,

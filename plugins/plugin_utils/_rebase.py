@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# This is a private module_util of fleetos.layering: its interface may change at any
+# This is a private plugin_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
 """The stage step of an rpm-ostree host (fleetos.layering.rpm_ostree_rebase): what the target is, whether
@@ -28,7 +28,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     ImageError,
     InvalidInputError,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._job import LongCommand, run_here
+from ansible_collections.fleetos.layering.plugins.plugin_utils._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     BUSY_MARKER,
     RPM_OSTREE_ARGS,

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# This is a private module_util of fleetos.layering: its interface may change at any
+# This is a private plugin_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
 """A step's long command run on the host as a job, detached: one short task starts it, a later one collects it.

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# This is a private module_util of fleetos.layering: its interface may change at any
+# This is a private plugin_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
 """The stage step of a bootc host (fleetos.layering.bootc_switch): what the target is, whether the
@@ -20,7 +20,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostr
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.module_utils._job import LongCommand, run_here
+from ansible_collections.fleetos.layering.plugins.plugin_utils._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__host import _LocalAction
-from ansible_collections.fleetos.layering.plugins.module_utils import _job, _rebase
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _job, _rebase
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,

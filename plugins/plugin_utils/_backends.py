@@ -4,7 +4,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# This is a private module_util of fleetos.layering: its interface may change at any
+# This is a private plugin_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
 """The tool that manages a host's deployments, one class each: how it stages an image (rpm_ostree_rebase's
@@ -14,7 +14,7 @@ ask these (the filter fleetos.layering.backend_command) instead of checking the 
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _job, _rebase, _switch
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _job, _rebase, _switch
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._host import shell_command
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown

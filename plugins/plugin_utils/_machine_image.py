@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# This is a private module_util of fleetos.layering: its interface may change at any
+# This is a private plugin_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
 """MachineImage objects: validation and resolution of the image a node should run.
@@ -33,7 +33,7 @@ import re
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._selector import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils._selector import (
     compile_selector,
     normalize_labels,
 )
