@@ -37,6 +37,10 @@ description:
     about once a millisecond - most of the controller's CPU in a rollout, and more the more hosts wait. It does
     not look again at a host at work or done, and when nothing was started and nothing came back it waits for a
     result (or a write of a book of slots, or a second) before it looks again. What runs is what C(free) runs.
+  - It keeps the hosts the play removed (a host ended after its verified activation, a failed or unreachable
+    one) in a list whose membership test does not go through the list. ansible-core tests every host of the play
+    against that list each time it gives a host a task; at 1,000 hosts, 900 of them ended, a plain list made that
+    about 10 ms per task.
   - A host that asks when no holder of its pool is at work in the play (the slots are held by hosts that did
     not come back, or by another run through FleetLock) is not parked - it asks and waits in its task, up to
     the slot timeout, as with any other strategy.
@@ -58,7 +62,12 @@ from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
 from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import tender, wait_for_a_result, wait_for_a_worker
+from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
+    count_removed_hosts,
+    tender,
+    wait_for_a_result,
+    wait_for_a_worker,
+)
 
 display = Display()
 
@@ -167,6 +176,7 @@ class StrategyModule(FreeStrategyModule):
 
     def run(self, iterator, play_context):
         self._iterator = iterator
+        count_removed_hosts(iterator._play)
         own_facts(self._variable_manager, [host.get_name() for host in self._inventory.get_hosts(iterator._play.hosts)])
         iterator.get_next_task_for_host = self._next_task(iterator.get_next_task_for_host)
         try:

@@ -1,14 +1,22 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_workers: the wait for a free fork, on real processes."""
+"""_workers: the wait for a free fork, on real processes; the removed hosts' list with a count for ``in``."""
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
+import pickle
 import time
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import tender, wait_for_a_result, wait_for_a_worker
+from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
+    RemovedHosts,
+    count_removed_hosts,
+    tender,
+    wait_for_a_result,
+    wait_for_a_worker,
+)
 
 CONTEXT = multiprocessing.get_context("fork")
 
@@ -115,3 +123,40 @@ def test_the_workers_requests_are_answered_from_ansible_core_2_22_only():
 
     assert tender(Before()) is None
     assert tender(From222())() == "answered"
+
+
+def test_the_removed_hosts_stay_a_list_with_a_count_for_in():
+    removed = RemovedHosts(["n1", "n2"])
+    assert isinstance(removed, list) and removed == ["n1", "n2"]
+    removed.append("n3")
+    removed.append("n1")  # failed, then ended: ansible-core appends a host twice
+    removed.remove("n1")  # a rescue brings it back once
+    assert removed == ["n2", "n3", "n1"] and "n1" in removed
+    removed.remove("n1")
+    assert "n1" not in removed and "n2" in removed
+    removed += ["n4"]
+    removed.extend(iter(["n5"]))
+    removed.insert(0, "n6")
+    assert removed.pop() == "n5" and "n5" not in removed
+    removed[0] = "n7"
+    del removed[1]
+    assert removed == ["n7", "n3", "n4"]
+    assert [host for host in ("n2", "n3", "n4", "n6", "n7") if host in removed] == ["n3", "n4", "n7"]
+    for copied in (copy.copy(removed), copy.deepcopy(removed), pickle.loads(pickle.dumps(removed))):
+        assert isinstance(copied, RemovedHosts) and copied == removed
+        copied.remove("n3")
+        assert "n3" not in copied and "n3" in removed
+    removed.clear()
+    assert "n3" not in removed and removed == []
+
+
+def test_a_play_gets_its_removed_hosts_counted_once():
+    class Play:
+        _removed_hosts = ["n1"]
+
+    play = Play()
+    count_removed_hosts(play)
+    counted = play._removed_hosts
+    assert isinstance(counted, RemovedHosts) and counted == ["n1"] and "n1" in counted
+    count_removed_hosts(play)
+    assert play._removed_hosts is counted
