@@ -39,6 +39,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._commands import 
     run_command,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
+from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import OciIndex
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     ImageError,
@@ -75,7 +76,6 @@ exec cat /proc/locks
 # description locks and BSD flock locks (not leases or delegations).
 LOCK_KINDS = ("POSIX", "OFDLCK", "FLOCK")
 
-OCI_REF_NAME = "org.opencontainers.image.ref.name"
 
 # Fields of the host-v1 schema that bootc_info deliberately does not report (see the unit test
 # that walks the schema): metadata and kind say nothing about the host; composefs boot details
@@ -305,27 +305,6 @@ def next_boot(status):
 # OCI layouts on the host (oci, oci-archive)
 
 
-def _select_manifest(index, reference, where):
-    entries = index.get("manifests") if isinstance(index, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ImageError("Failed to read the OCI layout %s: its index.json lists no manifest." % where)
-    if reference:
-        found = [entry for entry in entries if isinstance(entry, dict)
-                 and (entry.get("annotations") or {}).get(OCI_REF_NAME) == reference]
-        if not found:
-            raise ImageError("Failed to read the OCI layout %s: its index.json has no manifest named '%s'."
-                             % (where, _image_ref.shown(reference, 60)))
-    elif len(entries) == 1:
-        found = entries
-    else:
-        raise ImageError("Failed to read the OCI layout %s: its index.json lists %d manifests and the image names "
-                         "none: expected PATH:REFERENCE." % (where, len(entries)))
-    digest = found[0].get("digest") if isinstance(found[0], dict) else None
-    if not _image_ref.is_digest(digest):
-        raise ImageError("Failed to read the OCI layout %s: the manifest entry has no sha256 digest." % where)
-    return digest
-
-
 def _read_index(host, path, transport, where):
     """The bytes of the ``index.json`` of the OCI layout directory or archive at ``path`` on ``host``."""
     if transport == OCI:
@@ -358,12 +337,7 @@ def oci_layout_digest(host, image, transport):
     """
     path, _sep, reference = image.partition(":")
     where = "'%s'" % _image_ref.shown(path, 80)
-    data = _read_index(as_host(host), path, transport, where)
-    try:
-        index = json.loads(data)
-    except ValueError:
-        raise ImageError("Failed to read the OCI layout %s: its index.json is not JSON." % where) from None
-    return _select_manifest(index, reference, where)
+    return OciIndex.parse(_read_index(as_host(host), path, transport, where), where).select(reference, where)
 
 
 # --------------------------------------------------------------------------

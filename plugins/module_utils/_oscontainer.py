@@ -29,6 +29,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._commands import 
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
+from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import OciIndex
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, SKOPEO_ARGS
 
@@ -138,8 +139,7 @@ def _blob_path(layout, digest):
 
 def oci_layers(layout):
     """[(blob path, media type)] of the one image in the OCI layout ``layout``, bottom layer first."""
-    index = _read_json(os.path.join(layout, "index.json"), "index")
-    manifests = [m for m in index.get("manifests") or [] if m.get("mediaType", _MANIFEST_TYPES[0]) in _MANIFEST_TYPES]
+    manifests = OciIndex(_read_json(os.path.join(layout, "index.json"), "index")).images(_MANIFEST_TYPES)
     if len(manifests) != 1:
         raise ImageError("Failed to read the fetched image: its OCI layout lists %d image manifests, not 1."
                          % len(manifests))

@@ -46,6 +46,7 @@ from ansible.module_utils.urls import basic_auth_header
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._files import place_file
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, is_digest, parse
+from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import REF_NAME, OciIndex
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
@@ -498,7 +499,6 @@ def push_blob(target, repository, data):
 # reading images as skopeo does, in this process
 
 OCI_LAYOUT = {"imageLayoutVersion": "1.0.0"}
-REF_NAME = "org.opencontainers.image.ref.name"
 
 
 class ImageReader:
@@ -628,16 +628,10 @@ def _layout_index(directory, entry):
     """The bytes of the layout's ``index.json`` with ``entry`` in place of any entry of the same ref name."""
     try:
         with open(os.path.join(directory, "index.json"), "rb") as handle:
-            index = json.loads(handle.read().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        index = None
-    if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
-        index = {"schemaVersion": 2, "manifests": []}
-    name = entry["annotations"][REF_NAME]
-    index["manifests"] = [old for old in index["manifests"]
-                          if not isinstance(old, dict) or (old.get("annotations") or {}).get(REF_NAME) != name]
-    index["manifests"].append(entry)
-    return json.dumps(index).encode("utf-8")
+            data = handle.read()
+    except OSError:
+        data = None
+    return OciIndex.parse(data).with_entry(entry)
 
 
 def _place(path, fill):

@@ -18,7 +18,6 @@ The credentials that apply to the image are chosen here and go to the host on st
 
 from __future__ import annotations
 
-import json
 import re
 
 from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
@@ -40,6 +39,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     first_label,
     image_commit,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import OciIndex
 from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
 from ansible_collections.fleetos.layering.plugins.module_utils._registry import ImageReader
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
@@ -68,7 +68,6 @@ REQUIRED_TOGETHER = [("username", "password")]
 
 OSTREE_CACHE = "/sysroot/ostree/container-cache"
 DEFAULT_CACHE = "/var/cache/fleetos/images"
-REF_NAME = "org.opencontainers.image.ref.name"
 ARCHITECTURE_RE = re.compile(r"^[a-z0-9_]+(?:/[a-z0-9_]+)?$")
 
 # $1 an OCI layout: the path of every entry of its blobs/ALGORITHM/ directories, one a line (none when
@@ -95,20 +94,10 @@ def layout_blobs(host, cache):
 def layout_index(host, cache):
     """(manifest digests, ref names) listed in the ``index.json`` of the OCI layout ``cache`` on ``host``."""
     try:
-        raw = host.read_file(cache + "/index.json")
-        index = json.loads(raw.decode("utf-8")) if raw is not None else {}
-    except (HostFileError, ValueError):
-        index = {}
-    digests, names = set(), set()
-    entries = index.get("manifests") if isinstance(index, dict) else None
-    for entry in entries if isinstance(entries, list) else ():
-        if not isinstance(entry, dict):
-            continue
-        digests.add(entry.get("digest"))
-        name = (entry.get("annotations") or {}).get(REF_NAME)
-        if name:
-            names.add(name)
-    return digests, names
+        index = OciIndex.parse(host.read_file(cache + "/index.json"))
+    except HostFileError:
+        index = OciIndex({})
+    return index.digests(), index.names()
 
 
 def layout_tag(name, digest):
