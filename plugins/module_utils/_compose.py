@@ -34,13 +34,13 @@ base's last diff_id.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import re
 import tarfile
 
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._registry import sha256_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     BOOTABLE_LABELS,
     COMMIT_LABELS,
@@ -120,10 +120,6 @@ _FRACTION_RE = re.compile(r"\.(\d+)")
 def canonical_json(value):
     """``value`` as canonical JSON bytes: sorted keys, no whitespace, UTF-8 (not ASCII-escaped)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def sha256_digest(data):
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 # --------------------------------------------------------------------------

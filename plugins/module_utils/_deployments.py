@@ -39,16 +39,23 @@ SUMMARY_EXTRAS = ("transport", "download_only", "origin")
 
 def deployment_digest(deployment):
     """The image digest of a deployment, or None (no deployment, or an ostree origin)."""
-    if deployment is None or deployment.get("image") is None:
-        return None
-    return deployment["image"].get("digest")
+    if isinstance(deployment, dict) and isinstance(deployment.get("image"), dict):
+        return deployment["image"].get("digest") or None
+    return None
+
+
+def manifest_digest(deployment):
+    """The per-platform manifest digest a deployment reports (rpm-ostree's ``container-image-reference-digest``),
+    else its image digest, or None."""
+    image = (deployment or {}).get("image") or {}
+    return image.get("manifest_digest") or image.get("digest")
 
 
 def has_digest(deployment, digest):
     """True when the deployment runs the image with this digest: the digest its reference pins (possibly an OCI
     index digest, or the one reported for a tag) or the per-platform manifest digest the tool reports. For a host
     of that platform an index digest and its manifest digest name the same content."""
-    if digest is None or deployment is None or deployment.get("image") is None:
+    if digest is None or not isinstance(deployment, dict) or not isinstance(deployment.get("image"), dict):
         return False
     image = deployment["image"]
     return digest in (image.get("digest"), image.get("manifest_digest"))

@@ -46,7 +46,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, has_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
 from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import locked_image, lock_proof_problem
 
@@ -111,15 +111,6 @@ def _transport_of(deployment):
 
 def _same_transport(one, other):
     return one is not None and other is not None and (one.kind, one.remote) == (other.kind, other.remote)
-
-
-def _has_content(deployment, digest, platform_digest):
-    """True when the deployment's image is the target content, by digest."""
-    image = (deployment or {}).get("image")
-    if not isinstance(image, dict):
-        return False
-    found = {image.get("digest"), image.get("manifest_digest")} - {None}
-    return bool(found & ({digest, platform_digest} - {None}))
 
 
 def _pick_platform(resolution, architecture, image):
@@ -371,8 +362,8 @@ def _decide(plan, wanted, transport_text, reason, resolutions, inspections, boot
         plan["reason"] = reason
         return plan
 
-    on_booted = _has_content(booted, digest, platform) and _same_transport(_transport_of(booted), transport)
-    on_staged = _has_content(staged, digest, platform) and _same_transport(_transport_of(staged), transport)
+    on_booted = (has_digest(booted, digest) or has_digest(booted, platform)) and _same_transport(_transport_of(booted), transport)
+    on_staged = (has_digest(staged, digest) or has_digest(staged, platform)) and _same_transport(_transport_of(staged), transport)
     inspection = inspections.get(_platform_image(pinned, platform))
     if inspection is not None and not inspection.get("failed"):
         # Derived layers (after ostree.final-diffid): the host imports a merge commit, not the label's.

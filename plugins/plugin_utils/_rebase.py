@@ -21,7 +21,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     ostree_auth_file,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import has_digest, summary
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import has_digest, manifest_digest, summary
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -99,12 +99,6 @@ class Resolver:
 
 def diff_text(summary):
     return "reference: %s\ndigest: %s\n" % (summary["reference"], summary["digest"])
-
-
-def manifest_digest(deployment):
-    """The manifest digest a deployment reports (``container-image-reference-digest``), or None."""
-    image = (deployment or {}).get("image") or {}
-    return image.get("manifest_digest") or image.get("digest")
 
 
 def target_reference(params, resolver):

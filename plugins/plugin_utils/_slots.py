@@ -40,6 +40,7 @@ from collections.abc import MutableMapping
 from datetime import datetime, timezone
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
 from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
 from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import schedule
@@ -407,28 +408,22 @@ def prepare_problem(record, status, backend):
     itself; rpm-ostree's is cancelled first). verify: nothing is checked."""
     host, target = record["host"], record["target_digest"]
     staged = status.get("staged")
-    if record["mode"] == "finalize" and _image_digest(staged) != target:
-        return "%s has no staged deployment at %s (staged: %s)" % (host, target, _image_digest(staged) or "nothing")
+    if record["mode"] == "finalize" and deployment_digest(staged) != target:
+        return "%s has no staged deployment at %s (staged: %s)" % (host, target, deployment_digest(staged) or "nothing")
     if record["mode"] == "rollback" and (
-            (staged is not None and backend != "bootc") or _image_digest(status.get("rollback")) != target):
+            (staged is not None and backend != "bootc") or deployment_digest(status.get("rollback")) != target):
         return "%s has no previous deployment at %s or still has a staged one" % (host, target)
-    return None
-
-
-def _image_digest(deployment):
-    if isinstance(deployment, dict) and isinstance(deployment.get("image"), dict):
-        return deployment["image"].get("digest") or None
     return None
 
 
 def booted_digest(status):
     """The image digest of the booted deployment of an os_info result, or None."""
-    return _image_digest(_deployment(status, "booted"))
+    return deployment_digest(_deployment(status, "booted"))
 
 
 def staged_digest(status):
     """The image digest of the staged deployment of an os_info result, or None."""
-    return _image_digest(_deployment(status, "staged"))
+    return deployment_digest(_deployment(status, "staged"))
 
 
 def _deployment(status, role):
@@ -455,24 +450,24 @@ def record_event(book, host, event, now, status=None):
     if event == "reboot_start":
         record.update(phase="reboot", reboot_start=now)
         if status is not None:
-            record["old_digest"] = _image_digest(_deployment(status, "booted"))
+            record["old_digest"] = deployment_digest(_deployment(status, "booted"))
     elif event == "reboot_end":
         record.update(phase="verify", reboot_end=None if record["mode"] == "verify" else now)
         if record["reboot_end"] is not None and record.get("reboot_start") is not None:
             took = now - record["reboot_start"]
             book["shortest_boot"] = min(took, book.get("shortest_boot") or took)
     elif event == "booted":
-        record["booted_digest"] = _image_digest(_deployment(status, "booted"))
+        record["booted_digest"] = deployment_digest(_deployment(status, "booted"))
         if record["mode"] == "verify":
             # Booted on the target by a killed rollout: the one to roll back to is the previous one.
-            record["old_digest"] = _image_digest(_deployment(status, "rollback"))
+            record["old_digest"] = deployment_digest(_deployment(status, "rollback"))
         record["phase"] = "health" if record["booted_digest"] == record["target_digest"] else "verify"
     elif event == "verified":
         record.update(phase="post", status="activated", holds_slot=False, verified_at=now)
     elif event == "rollback_start":
         record.update(phase="rollback", rollback_start=now)
     else:
-        booted = _image_digest(_deployment(status, "booted"))
+        booted = deployment_digest(_deployment(status, "booted"))
         record.update(status="failed", holds_slot=False, rolled_back=True, rollback_end=now, booted_digest=booted,
                       reason="%s; rolled back to %s" % (record.get("reason") or "failed", record["old_digest"]))
     return record

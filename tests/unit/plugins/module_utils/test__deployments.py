@@ -11,6 +11,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._deployments impo
     SUMMARY_EXTRAS,
     deployment_digest,
     has_digest,
+    manifest_digest,
     summary,
 )
 
@@ -39,6 +40,15 @@ def test_no_deployment_has_no_digest():
     assert deployment_digest(None) is None
     assert deployment_digest({"checksum": CHECKSUM, "image": None}) is None
     assert deployment_digest(DEPLOYMENT) == INDEX
+    # What a read that went wrong may give: no mapping, an image that is not one, an empty digest.
+    assert has_digest("booted", INDEX) is False and has_digest({"image": "quay.io/os"}, INDEX) is False
+    assert deployment_digest({"image": {"digest": ""}}) is None and deployment_digest(["x"]) is None
+
+
+def test_the_manifest_digest_a_deployment_reports_else_its_digest():
+    assert manifest_digest(DEPLOYMENT) == MANIFEST
+    assert manifest_digest({"image": {"digest": INDEX, "manifest_digest": None}}) == INDEX
+    assert manifest_digest(None) is None
 
 
 def test_summary_with_the_extras_asked_for():
