@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._files import place_file, replace_file
-from ansible_collections.fleetos.layering.plugins.modules.os_image_compose import BlobCache
+from ansible_collections.fleetos.layering.plugins.module_utils._composer import BlobCache
 
 
 def test_replace_file_writes_whole_with_its_mode(tmp_path):
