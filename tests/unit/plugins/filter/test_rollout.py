@@ -12,6 +12,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.filter import rollout
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _rollout_report
 
 
 def hosts(spec):
@@ -136,7 +137,7 @@ def test_rollout_report():
     assert "2 activation(s) failed" in rows["n4"]["reason"]
     assert "registry down" in rows["n5"]["reason"] and rows["n5"]["reboot_start"] is None
     # Never said to be staged, nor "not activated": it dropped out in the stage.
-    assert rows["n9"]["reason"] == rollout.UNREACHABLE_IN_STAGE and rows["n9"]["staged_before"] == D_OLD
+    assert rows["n9"]["reason"] == _rollout_report.UNREACHABLE_IN_STAGE and rows["n9"]["staged_before"] == D_OLD
     assert rows["n1"]["staged_before"] is None
     assert "%s was staged before this run" % D_OLD[7:19] in rollout.rollout_report_markdown(report)
     assert rows["n1"]["verified"] and rows["n1"]["staged_at"] == 110.0 and rows["n1"]["ended_at"] == 127.0
@@ -246,7 +247,7 @@ def test_a_failed_plan_and_a_host_without_a_plan_are_plan_failed():
     report = rollout.rollout_report(fleet, {})
     rows = {r["host"]: r for r in report["hosts"]}
     assert (rows["n1"]["status"], rows["n2"]["status"], rows["n3"]["status"]) == ("plan_failed", "plan_failed", "unchanged")
-    assert rows["n2"]["reason"] == rollout.NO_PLAN
+    assert rows["n2"]["reason"] == _rollout_report.NO_PLAN
     assert (report["result"], report["counts"]["plan_failed"]) == ("failed", 2)
 
 
