@@ -7,7 +7,7 @@
 """Action plugin of fleetos.layering.os_activate_slot (documented in plugins/modules/os_activate_slot.py).
 
 One host's activation, from "staged" to "verified" or "rolled back", in one place: take a budget
-slot of the book (plugin_utils/_slots.py, one file on the controller shared by the run's forks
+slot of the book (plugin_utils/_book.py, one file on the controller shared by the run's forks
 under a lock) and of FleetLock, finalize and reboot (plugin_utils/_reboot.py), verify the booted
 digest, run the health command, free the slot, and write the host's rollout lease at each turn; on
 a failure, roll back through the same reboot path. The user's hook task files are the only steps
@@ -32,6 +32,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends,
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
 
 # The steps of an activation, as its failures name them.
@@ -159,24 +160,24 @@ class ActionModule(ActionBase):
 
     # -- the book ------------------------------------------------------------------------
 
-    def _book(self, path):
-        return _slots.locked_book(path)
+    @staticmethod
+    def _book(path):
+        return Book.locked(path)
 
     def _record(self, path, host, event=None, status=None):
         """The host's record, after ``event`` (with the deployments ``status`` read for it) is recorded."""
         with self._book(path) as book:
             if event:
-                return _slots.record_event(book, host, event, self._clock(), status)
-            return _slots.record_of(book, host)
+                return book.record_event(host, event, self._clock(), status)
+            return book.record(host)
 
     def _config(self, path, host):
         """What op acquire was given for the host (kept in the book for the steps that follow)."""
         with self._book(path) as book:
-            entry = book["hosts"][host]
-            config = dict(book["activations"].get(host) or {})
+            config, hook = book.config(host), book.next_step(host)
         if config.get("command_timeout"):
             self._command_timeout = config["command_timeout"]
-        return config, entry.get("next")
+        return config, hook
 
     # -- the host ------------------------------------------------------------------------
 
@@ -288,28 +289,27 @@ class ActionModule(ActionBase):
     # -- open, drop, canary, close, unlock ------------------------------------------------
 
     def _op_open(self, args):
-        book = _slots.new_book(args["hosts"], args["budgets"], args["max_failures"], args["canary"], self._clock())
-        path = _slots.create_book_file(book)
-        return {"book": path, "canary": book["canary"], "budgets": _slots.summary(book)["budgets"]}
+        book = Book.new(args["hosts"], args["budgets"], args["max_failures"], args["canary"], self._clock())
+        path = book.create_file()
+        return {"book": path, "canary": book.canary, "budgets": book.summary()["budgets"]}
 
     def _op_drop(self, args):
         """The host will not ask for its slot (its stage failed, or left nothing to activate)."""
         with self._book(args["book"]) as book:
-            _slots.drop(book, args["host"], args["reason"], self._clock(), failed=args["failed"])
-            stop = book["stop"]
+            stop = book.drop(args["host"], args["reason"], self._clock(), failed=args["failed"])
         return {"stop_reason": stop}
 
     def _op_canary(self, args):
         with self._book(args["book"]) as book:
-            stop = _slots.close_canary(book, args["stop_after_canary"])
-            verified = book["canary_verified"]
+            stop = book.close_canary(args["stop_after_canary"])
+            verified = book.canary_verified
         return {"stop_reason": stop, "canary_verified": verified}
 
     def _op_close(self, args):
         with self._book(args["book"]) as book:
-            summary = _slots.summary(book)
-            summary["most_held"] = _slots.most_held(book)
-        _slots.remove_book_file(args["book"])
+            summary = book.summary()
+            summary["most_held"] = book.most_held()
+        Book.remove(args["book"])
         return {"ansible_facts": {"os_activate_summary": summary}}
 
     def _op_unlock(self, args):
@@ -362,14 +362,13 @@ class ActionModule(ActionBase):
         declined = self._declined(args, config)
         if declined:
             with self._book(args["book"]) as book:
-                _slots.decline(book, host, declined, self._clock())
+                book.decline(host, declined, self._clock())
             return {"granted": False, "declined": True, "reason": declined, "ansible_facts": {"os_activate_next": None}}
         granted, reason = self._take_slot(args, config)
         if not granted:
             return {"granted": False, "reason": reason, "ansible_facts": {"os_activate_next": None}}
         with self._book(args["book"]) as book:
-            book["activations"][host] = config
-            book["hosts"][host]["next"] = None
+            book.start(host, config)
         result = self._advance(args["book"], host, config, "granted")
         result.update(granted=True, reason=None)
         return result
@@ -404,27 +403,27 @@ class ActionModule(ActionBase):
         deadline = self._clock() + args["timeout"]
         while True:
             with self._book(args["book"]) as book:
-                answer, reason = _slots.try_acquire(book, host, self._clock(), take=written,
-                                                    activation_seconds=config["reboot"]["reboot_timeout"])
+                answer, reason = book.try_acquire(host, self._clock(), take=written,
+                                                  activation_seconds=config["reboot"]["reboot_timeout"])
                 if not written and (answer in ("free", "granted") or (
-                        answer == "wait" and not _slots.lease_can_wait(book, host))):
+                        answer == "wait" and not book.lease_can_wait(host))):
                     reason = self._controller_gone(controller)
                     answer = "refused" if reason else "write"
                 elif answer == "wait" and self._clock() >= deadline:
-                    pool = book["hosts"][host]["pool"]
+                    pool = book.pool(host)
                     reason = "no budget slot of pool %s was freed within %s s (held by %s)" % (
-                        pool, args["timeout"], ", ".join(_slots.holders(book, pool)) or "nobody")
+                        pool, args["timeout"], ", ".join(book.holders(pool)) or "nobody")
                     answer = "refused"
                 elif answer == "wait":
                     reason = self._controller_gone(controller)
                     answer = "refused" if reason else answer
                 if answer == "refused":
-                    _slots.give_back(book, host, reason, self._clock())
+                    book.give_back(host, reason, self._clock())
             if answer == "write":
                 problem = self._write_lease(config, host, phase="rebooting", target_digest=args["target_digest"])
                 if problem:
                     with self._book(args["book"]) as book:
-                        _slots.give_back(book, host, problem, self._clock())
+                        book.give_back(host, problem, self._clock())
                     return False, problem
                 written = True
                 continue
@@ -438,12 +437,12 @@ class ActionModule(ActionBase):
             locked, reason = self._fleetlock_slot(config, host, controller)
             if not locked:
                 with self._book(args["book"]) as book:
-                    _slots.give_back(book, host, reason, self._clock(), stop=reason)
+                    book.give_back(host, reason, self._clock(), stop=reason)
                 return False, reason
         with self._book(args["book"]) as book:
-            book["hosts"][host]["locked"] = locked
-            _slots.new_record(book, host, args["mode"], args["target_digest"], args["old_digest"],
-                              fleetlock=bool(config["fleetlock"].get("url")))
+            book.lock_fleetlock(host, locked)
+            book.new_record(host, args["mode"], args["target_digest"], args["old_digest"],
+                            fleetlock=bool(config["fleetlock"].get("url")))
         return True, None
 
     def _fleetlock_slot(self, config, host, controller):
@@ -475,7 +474,7 @@ class ActionModule(ActionBase):
     def _locked_hosts(self, config):
         """The hosts of this run's book that hold a FleetLock slot now, as text."""
         with self._book(config["book"]) as book:
-            return ", ".join(h for h in book["order"] if book["hosts"][h].get("locked"))
+            return ", ".join(book.fleetlock_holders())
 
     def _op_continue(self, args):
         """The hook the activation stopped before ran: take it on from there."""
@@ -523,8 +522,7 @@ class ActionModule(ActionBase):
 
     def _stop_before(self, path, host, hook, result):
         with self._book(path) as book:
-            book["hosts"][host]["next"] = hook
-            record = _slots.record_of(book, host)
+            record = book.stop_before(host, hook)
         result["ansible_facts"] = {"os_activate_result": record, "os_activate_next": hook}
         return result
 
@@ -563,14 +561,14 @@ class ActionModule(ActionBase):
                 raise Stop(STEP_PREPARE, {"msg": "soft reboot required, and %s" % why})
             self._record(path, host, "reboot_start", status)
             with self._book(path) as book:
-                _slots.record_activation(book, host, kind, why)
+                book.record_activation(host, kind, why)
             command = backend.command("finalize" if mode == "finalize" else "rollback",
                                       staged_checksum=checksum if mode == "finalize" else None, soft=kind == "soft")
             if self._parks_boot(config):
                 reboot, sent = _reboot.send(self, self._reboot_args(config, command, kind))
                 if sent is not None:
                     with self._book(path) as book:
-                        _slots.park_boot(book, host, dict(sent, command=command, kind=kind))
+                        book.park_boot(host, dict(sent, command=command, kind=kind))
                     return None
             else:
                 reboot = self._reboot_kind(path, host, self._reboot(config, command, kind), kind)
@@ -585,7 +583,7 @@ class ActionModule(ActionBase):
             seen = _reboot.reboot_kind(reboot["boot_id_before"], reboot["boot_id"])
             if seen != kind:
                 with self._book(path) as book:
-                    _slots.record_activation(book, host, seen, "the host rebooted fully (a new boot id)")
+                    book.record_activation(host, seen, "the host rebooted fully (a new boot id)")
                 kind = seen
         reboot["kind"] = kind
         return reboot
@@ -600,7 +598,7 @@ class ActionModule(ActionBase):
         strategy runs this task again (``_repeats``) and the host was not back within BOOT_SLICE seconds (it is
         parked again)."""
         with self._book(path) as book:
-            sent = _slots.unpark_boot(book, host)
+            sent = book.unpark_boot(host)
         if sent is None:
             raise Stop(STEP_REBOOT, {"msg": "%s has no reboot to wait for in the book of slots" % host})
         until = self._clock() + _slots.BOOT_SLICE if self._repeats else None
@@ -608,7 +606,7 @@ class ActionModule(ActionBase):
         reboot = _reboot.wait(self, self._reboot_args(config, sent["command"], kind), sent, first_sleep=False, until=until)
         if reboot.get("waiting"):
             with self._book(path) as book:
-                _slots.park_boot(book, host, sent, now=self._clock())
+                book.park_boot(host, sent, now=self._clock())
             return None
         reboot = self._reboot_kind(path, host, reboot, kind)
         reboot["command"] = sent["command"]
@@ -650,7 +648,7 @@ class ActionModule(ActionBase):
             status = self._read_deployments(config)
         except FleetosError as exc:
             return "Reading the deployments of %s again failed too: %s" % (host, one_line(exc.msg, "no message"))
-        staged = _slots.staged_digest(status)
+        staged = _deployments.status_digest(status, "staged")
         if staged != target:
             return ("The staged deployment at %s is gone (staged now: %s): another run cancelled or replaced it."
                     % (target, staged or "nothing"))
@@ -673,9 +671,8 @@ class ActionModule(ActionBase):
         in its rollout lease. -> the result's ansible_facts, unlocked and changed; failed when the lease write
         of an activated host failed."""
         with self._book(path) as book:
-            book["hosts"][host]["next"] = None
-            record = _slots.record_of(book, host)
-            unlock = book["hosts"][host]["locked"] and not record["holds_slot"]
+            record = book.stop_before(host, None)
+            unlock = book.holds_fleetlock(host) and not record["holds_slot"]
         unlocked = False
         if unlock:
             # steady-state frees the host's FleetLock slot; tried three times, as a reboot manager does.
@@ -688,12 +685,9 @@ class ActionModule(ActionBase):
             if unlock and not unlocked:
                 # Not a failure of the host: it is on its target, or rolled back, as recorded. Its FleetLock slot
                 # is freed when FleetLock answers again: by this run at its end, or by the next run.
-                record = _slots.record_of(book, host)
-                record.update(fleetlock_held=True, reason="%s; FleetLock did not answer its steady-state, so its"
-                              " FleetLock slot stays taken until FleetLock answers" % (
-                                  record.get("reason") or "verified on the target digest"))
-            record = _slots.release(book, host, self._clock())
-            book["hosts"][host]["locked"] = unlock and not unlocked
+                book.keep_fleetlock(host)
+            record = book.release(host, self._clock())
+            book.lock_fleetlock(host, unlock and not unlocked)
         result = {"unlocked": unlocked, "changed": unlocked, "released": True,
                   "ansible_facts": {"os_activate_result": record}}
         if self._controller_gone(config["controller"]):
@@ -717,12 +711,11 @@ class ActionModule(ActionBase):
         """A step failed (a hook task, or a step of this action that handled its failure already)."""
         host = args["host"]
         with self._book(args["book"]) as book:
-            entry = book["hosts"].get(host)
-            record = book["records"].get(host)
-            open_hold = entry is not None and record is not None and entry["state"] == "holding"
-            if entry is not None and record is None and entry["state"] in ("queued", "waiting"):
+            state, record = book.state(host), book.record(host, required=False)
+            open_hold = record is not None and state == "holding"
+            if record is None and state in ("queued", "waiting"):
                 # Failed before its slot (a bad option): it will not be activated.
-                _slots.give_back(book, host, one_line((args["result"] or {}).get("msg"), "failed"), self._clock())
+                book.give_back(host, one_line((args["result"] or {}).get("msg"), "failed"), self._clock())
         if not open_hold:
             return {"ansible_facts": {"os_activate_result": record, "os_activate_next": None}}
         config = self._config(args["book"], host)[0]
@@ -742,8 +735,8 @@ class ActionModule(ActionBase):
         record = self._record(path, host)
         probe = self._probe(config) if record["phase"] == "reboot" else None
         with self._book(path) as book:
-            record, roll_back = _slots.record_failure(
-                book, host, step, result, self._clock(), rollback=config["rollback"], reboot=reboot, probe=probe,
+            record, roll_back = book.record_failure(
+                host, step, result, self._clock(), rollback=config["rollback"], reboot=reboot, probe=probe,
                 reboot_timeout=config["reboot"]["reboot_timeout"])
         out = dict(partial or {})
         if roll_back:
@@ -764,17 +757,17 @@ class ActionModule(ActionBase):
         command = _backends.backend(config["backend"]).command("rollback")
         try:
             status = self._read(STEP_ROLLBACK, "before the rollback", host, config)
-            if _slots.booted_digest(status) != old:
+            if _deployments.status_digest(status, "booted") != old:
                 reboot = self._reboot(config, command)
                 if reboot.get("failed"):
                     raise Stop(STEP_ROLLBACK, {"msg": "did not come back within %s s of the rollback reboot: %s" % (
                         config["reboot"]["reboot_timeout"], one_line(reboot.get("msg"), "no answer"))})
                 status = self._read(STEP_ROLLBACK_VERIFY, "after the rollback", host, config)
-            if _slots.booted_digest(status) != old:
+            if _deployments.status_digest(status, "booted") != old:
                 raise Stop(STEP_ROLLBACK_VERIFY, {"msg": "%s is not back on %s after the rollback" % (host, old)})
         except Stop as stop:
             with self._book(path) as book:
-                _slots.record_failure(book, host, stop.step, stop.result, self._clock())
+                book.record_failure(host, stop.step, stop.result, self._clock())
             return {"rolled_back": False, "command": command, "msg": stop.result["msg"]}
         self._record(path, host, "rolled_back", status)
         return {"rolled_back": True, "command": command}

@@ -44,6 +44,13 @@ def deployment_digest(deployment):
     return None
 
 
+def status_digest(status, role):
+    """The image digest of the ``role`` deployment (``booted``, ``staged``, ``rollback``) of a deployments read
+    (os_info's result), or None."""
+    deployment = status.get(role) if isinstance(status, dict) else None
+    return deployment_digest(deployment)
+
+
 def manifest_digest(deployment):
     """The per-platform manifest digest a deployment reports (rpm-ostree's ``container-image-reference-digest``),
     else its image digest, or None."""

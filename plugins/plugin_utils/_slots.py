@@ -7,16 +7,13 @@
 # This is a private plugin_util of fleetos.layering: its interface may change at any
 # time and it is not meant to be used by other collections.
 
-"""The budget slots of an activation: who holds a slot, who failed, when to stop.
+"""The rules of an activation's budget slots: who holds a slot, who failed, when to stop.
 
-A *book* is a JSON-serialisable mapping kept in a file on the controller for one run; every
-fork of the run reads and writes it under an exclusive file lock, so the forks share one
-counting semaphore per pool. What only one host's steps read (its activation record, what op
-acquire was given for it) is kept in a file per host beside it (:class:`HostFiles`), so that a
-step reads and writes a few hundred bytes per host of the fleet, not all of every host's. A host
-activates as soon as its pool has a free slot: a slot freed is a slot taken (no waves). The
-functions below are pure: they take the book and ``now`` and change the book; the action plugin
-``fleetos.layering.os_activate_slot`` calls them under the lock.
+A *book* is a JSON-serialisable mapping; plugin_utils/_book.py keeps it in a file on the
+controller for one run, shared by every fork of the run, and its class ``Book`` is what the
+action plugin and the strategy hold. A host activates as soon as its pool has a free slot: a
+slot freed is a slot taken (no waves). The functions below are pure: they take the book's
+mapping and ``now`` and change the mapping; ``Book``'s methods call them, and nothing else does.
 
 Host states: ``queued`` (not asked yet), ``waiting`` (asked, no free slot yet),
 ``holding`` (has a slot), ``done`` (released its slot), ``lost`` (finished but keeps its
@@ -30,19 +27,10 @@ Each host's activation record (``os_activate_result``) is built here, in one pla
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-import shutil
-import tempfile
-from collections.abc import MutableMapping
 from datetime import datetime, timezone
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
-from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
+from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, status_digest
 from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import schedule
 
 VERSION = 1
@@ -175,7 +163,8 @@ def window_problem(book, pool, now, default_seconds):
     return "the maintenance window of pool %s: %s" % (pool, reason)
 
 
-def _host(book, host):
+def host_entry(book, host):
+    """The book's entry of ``host``: an error for a host not of the book."""
     try:
         return book["hosts"][host]
     except KeyError:
@@ -218,7 +207,7 @@ def try_acquire(book, host, now, take=True, activation_seconds=0):
     as waiting but not granted the slot it would get: the answer is then ``free`` instead
     of ``granted``.
     """
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     state = entry["state"]
     if state == "holding":
         return "granted", None
@@ -320,7 +309,7 @@ def lease_can_wait(book, host):
     and the controller's CPU; a host writes its own once the round ahead of it got its slots,
     while that round reboots.
     """
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     pool = entry["pool"]
     before = book["order"][:book["order"].index(host)]
     ahead = [h for h in before if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] in ("queued", "waiting")]
@@ -329,7 +318,7 @@ def lease_can_wait(book, host):
 
 def give_back(book, host, reason, now, stop=None):
     """A host that got its slot but will not activate (FleetLock gave none): free it."""
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     if stop and not book["stop"]:
         book["stop"] = stop
     entry.update(state="not_activated", released_at=float(now), reason=reason)
@@ -340,7 +329,7 @@ def give_back(book, host, reason, now, stop=None):
 def decline(book, host, reason, now):
     """A host that will not ask for a slot because it cannot be activated as asked (a soft reboot required, and
     not possible): not activated, for ``reason``, and no failure (nothing was done to it)."""
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     if entry["state"] not in ("queued", "waiting"):
         raise SlotError("host %s cannot be declined in state %s" % (host, entry["state"]))
     entry.update(state="not_activated", released_at=float(now), reason=reason)
@@ -351,7 +340,7 @@ def drop(book, host, reason, now, failed=False):
     """A host of the book that will not ask for a slot: its stage left nothing to activate, or it
     failed (``failed``: counted toward max_failures, so the run stops as for a failed activation).
     A host that asked already is left as it is."""
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     if entry["state"] != "queued":
         return
     entry.update(state="not_activated", released_at=float(now), reason=reason)
@@ -369,7 +358,7 @@ def holders(book, pool):
 
 def new_record(book, host, mode, target_digest, old_digest=None, fleetlock=False):
     """Start the record of a host that was granted a slot (phase prepare)."""
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     if mode not in MODES:
         raise SlotError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
     record = {
@@ -416,24 +405,6 @@ def prepare_problem(record, status, backend):
     return None
 
 
-def booted_digest(status):
-    """The image digest of the booted deployment of an os_info result, or None."""
-    return deployment_digest(_deployment(status, "booted"))
-
-
-def staged_digest(status):
-    """The image digest of the staged deployment of an os_info result, or None."""
-    return deployment_digest(_deployment(status, "staged"))
-
-
-def _deployment(status, role):
-    """The ``booted``/``rollback`` deployment of an os_info result, or None."""
-    if isinstance(status, dict):
-        value = status.get(role)
-        return value if isinstance(value, dict) else None
-    return None
-
-
 def record_event(book, host, event, now, status=None):
     """Record ``event`` of the host's activation; ``status`` is an os_info result where one is read.
 
@@ -450,24 +421,24 @@ def record_event(book, host, event, now, status=None):
     if event == "reboot_start":
         record.update(phase="reboot", reboot_start=now)
         if status is not None:
-            record["old_digest"] = deployment_digest(_deployment(status, "booted"))
+            record["old_digest"] = status_digest(status, "booted")
     elif event == "reboot_end":
         record.update(phase="verify", reboot_end=None if record["mode"] == "verify" else now)
         if record["reboot_end"] is not None and record.get("reboot_start") is not None:
             took = now - record["reboot_start"]
             book["shortest_boot"] = min(took, book.get("shortest_boot") or took)
     elif event == "booted":
-        record["booted_digest"] = deployment_digest(_deployment(status, "booted"))
+        record["booted_digest"] = status_digest(status, "booted")
         if record["mode"] == "verify":
             # Booted on the target by a killed rollout: the one to roll back to is the previous one.
-            record["old_digest"] = deployment_digest(_deployment(status, "rollback"))
+            record["old_digest"] = status_digest(status, "rollback")
         record["phase"] = "health" if record["booted_digest"] == record["target_digest"] else "verify"
     elif event == "verified":
         record.update(phase="post", status="activated", holds_slot=False, verified_at=now)
     elif event == "rollback_start":
         record.update(phase="rollback", rollback_start=now)
     else:
-        booted = deployment_digest(_deployment(status, "booted"))
+        booted = status_digest(status, "booted")
         record.update(status="failed", holds_slot=False, rolled_back=True, rollback_end=now, booted_digest=booted,
                       reason="%s; rolled back to %s" % (record.get("reason") or "failed", record["old_digest"]))
     return record
@@ -485,7 +456,7 @@ def park_boot(book, host, sent, now=None):
     else:
         shortest = book.get("shortest_boot")
         wake = start + (WAKE_SHARE * shortest if shortest else 0.0)
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     entry["boot"] = dict(sent, wake_at=wake)
     entry["next"] = "boot"
 
@@ -493,7 +464,7 @@ def park_boot(book, host, sent, now=None):
 def unpark_boot(book, host):
     """The reboot park_boot() kept for the host, taken out of the book: -> its ``before``, ``start`` and
     ``command``, or None."""
-    return _host(book, host).pop("boot", None)
+    return host_entry(book, host).pop("boot", None)
 
 
 def wakes_at(book, host):
@@ -563,7 +534,7 @@ def release(book, host, now):
 
     Once the failures reach max_failures the run stops: no new slot is granted.
     """
-    entry = _host(book, host)
+    entry = host_entry(book, host)
     record = record_of(book, host)
     if record["status"] == "started":
         # Ended without a verdict (a task the role does not own left the play): keep the slot.
@@ -599,26 +570,26 @@ def _failures(book):
 def _failure_count(book):
     """How many hosts count toward max_failures: len(_failures(book)), without a look at the grants (every
     failed record is a granted host's)."""
-    return len(_failed_names(book)) + len(book.get("stage_failed") or ())
+    return len(failed_names(book)) + len(book.get("stage_failed") or ())
 
 
 def _is_failed(record):
     return record.get("status") == "failed" or bool(record.get("failed"))
 
 
-def _failed_names(book):
+def failed_names(book):
     """The hosts whose record says failed: the book's list of them (``failed``, as last written), corrected by
     the records read in this step, which may have changed."""
     records = book["records"]
     names = set(book.get("failed") or ())
-    for host, record in (records.loaded if isinstance(records, HostFiles) else records).items():
+    for host, record in getattr(records, "loaded", records).items():
         (names.add if _is_failed(record) else names.discard)(host)
     return names
 
 
 def failed_hosts(book):
     """The hosts whose activation failed, in grant order; a host being rolled back counts already."""
-    names = _failed_names(book)
+    names = failed_names(book)
     return [h for h in book["grants"] if h in names]
 
 
@@ -688,183 +659,3 @@ def most_held(book):
             top = max(top, held)
         result[pool] = top
     return result
-
-
-# --- the book's file ------------------------------------------------------------------
-
-def create_book_file(book, directory=None, owner=None):
-    """Write ``book`` to a new file, private to this user, in a new private directory: -> its path.
-
-    The directory's name carries ``owner``, the process of the run (ansible-playbook); the books
-    of this user's runs whose process is gone (killed before they closed their book) are removed.
-    """
-    owner = int(owner if owner is not None else os.getppid())
-    remove_stale_books(directory)
-    folder = tempfile.mkdtemp(prefix="fleetos-slots-%d-" % owner, dir=directory)
-    path = os.path.join(folder, "book.json")
-    _write(path, book)
-    return path
-
-
-def remove_stale_books(directory=None):
-    """Remove this user's book directories whose run's process is gone: -> their names."""
-    directory = directory or tempfile.gettempdir()
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in sorted(names):
-        parts = name.split("-")
-        # fleetos-slots-<pid>-<random>; older books without a process id are left alone.
-        if not name.startswith("fleetos-slots-") or len(parts) < 4 or not parts[2].isdigit():
-            continue
-        folder = os.path.join(directory, name)
-        try:
-            if os.lstat(folder).st_uid != os.geteuid() or process_start(parts[2]) is not None:
-                continue
-        except OSError:
-            continue
-        remove_book_file(os.path.join(folder, "book.json"))
-        if not os.path.exists(folder):
-            removed.append(name)
-    return removed
-
-
-# The book's mappings kept as a file per host: (key in the book, letter of the files, key of the hosts that have one).
-SIDE = (("records", "r", "recorded"), ("activations", "a", "activated"))
-
-
-def _dumps(value):
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-class HostFiles(MutableMapping):
-    """One of the book's mappings of host to entry (its records, what op acquire was given for each host), kept as
-    a file per host in ``<book>.d`` (``<letter><place in the book's order>.json``). A host's entry is read when a
-    step first asks for it; :meth:`save` writes what the step changed. ``names``: the hosts that have a file."""
-
-    def __init__(self, folder, letter, order, names=(), loaded=None):
-        self._folder, self._letter, self._order = folder, letter, order
-        self._names = set(names)
-        self._place = None
-        #: The entries read or set by this step: host -> entry.
-        self.loaded = dict(loaded or {})
-        self._texts = {}
-
-    def _file(self, host):
-        if self._place is None:
-            self._place = {name: index for index, name in enumerate(self._order)}
-        return os.path.join(self._folder, "%s%d.json" % (self._letter, self._place[host]))
-
-    def __contains__(self, host):
-        return host in self.loaded or host in self._names
-
-    def __getitem__(self, host):
-        if host not in self.loaded:
-            if host not in self._names:
-                raise KeyError(host)
-            try:
-                with open(self._file(host)) as handle:
-                    text = handle.read()
-                self.loaded[host] = json.loads(text)
-            except (OSError, ValueError) as exc:
-                raise SlotError("the slot book's file of %s cannot be read: %s" % (host, exc))
-            self._texts[host] = text
-        return self.loaded[host]
-
-    def __setitem__(self, host, entry):
-        self.loaded[host] = entry
-
-    def __delitem__(self, host):
-        raise SlotError("an entry of the slot book is not removed (%s)" % host)
-
-    def __iter__(self):
-        return iter(sorted(self._names | set(self.loaded)))
-
-    def __len__(self):
-        return len(self._names | set(self.loaded))
-
-    def save(self):
-        """Write each entry this step changed to its file (the book's file is written after them); -> the sorted
-        names of the hosts that have one."""
-        for host, entry in self.loaded.items():
-            text = _dumps(entry)
-            if text != self._texts.get(host):
-                os.makedirs(self._folder, mode=0o700, exist_ok=True)
-                replace_file(self._file(host), text.encode(), prefix=".side-")
-                self._texts[host] = text
-                self._names.add(host)
-        return sorted(self._names)
-
-
-def _side_folder(path):
-    return path + ".d"
-
-
-def _text(book, path):
-    """The text of the book's file; the per-host mappings' changed entries are written to their files first."""
-    # A key that starts with _ is worked out from the others when the book is read (members()), not written.
-    shared = dict((key, value) for key, value in book.items() if not key.startswith("_"))
-    for key, letter, names in SIDE:
-        files = shared.pop(key, None)
-        if not isinstance(files, HostFiles):
-            files = HostFiles(_side_folder(path), letter, book["order"], loaded=files)
-        shared[names] = files.save()
-    shared["failed"] = sorted(_failed_names(book))
-    return _dumps(shared)
-
-
-def _write(path, book, text=None):
-    replace_file(path, (text if text is not None else _text(book, path)).encode(), prefix=".book-")
-
-
-def _load(path):
-    """-> (the book, its text as written); its per-host mappings read from their files when asked for."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-        book = json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
-    if not isinstance(book, dict) or book.get("version") != VERSION:
-        raise SlotError("the slot book %s is not a book of this collection's version" % path)
-    for key, letter, names in SIDE:
-        book[key] = HostFiles(_side_folder(path), letter, book["order"], book.pop(names, ()))
-    return book, text
-
-
-def read_book(path):
-    """The book as last written, without the lock: every write replaces the file whole."""
-    return _load(path)[0]
-
-
-@contextlib.contextmanager
-def locked_book(path):
-    """Read the book under an exclusive lock; what the block changes is written back."""
-    try:
-        lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise SlotError("the slot book %s cannot be locked: %s" % (path, exc.strerror))
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        book, before = _load(path)
-        yield book
-        # Written as it was read (every write is _text's): unchanged when the text is the same.
-        after = _text(book, path)
-        if after != before:
-            _write(path, book, after)
-    finally:
-        os.close(lock)
-
-
-def remove_book_file(path):
-    """Remove the book, its lock, its hosts' files and its directory (when the directory is the book's own)."""
-    shutil.rmtree(_side_folder(path), ignore_errors=True)
-    for name in (path, path + ".lock"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(name)
-    folder = os.path.dirname(path)
-    if os.path.basename(folder).startswith("fleetos-slots-"):
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)

@@ -62,6 +62,7 @@ from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
 from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
 from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
     count_removed_hosts,
     tender,
@@ -263,20 +264,13 @@ class StrategyModule(FreeStrategyModule):
         if cached and cached[0] == identity:
             return cached[1]
         try:
-            book = _slots.read_book(path)
+            book = Book.read(path)
         except _slots.SlotError:
             return None
-        # The slot holders, once per version of the book: every other task of the play looks at them. Each host's
-        # place in the rollout order (every look at the parked hosts) and the slots of all pools, once per book:
-        # its hosts, their order and the budgets do not change.
-        book["_holders"] = [h for h in book["order"] if book["hosts"][h]["state"] == "holding"]
+        # Each host's place in the rollout order (every look at the parked hosts) and the slots of all pools, once
+        # per book: its hosts, their order and the budgets do not change.
         if path not in self._fixed:
-            pools = {}
-            for entry in book["hosts"].values():
-                pools[entry["pool"]] = pools.get(entry["pool"], 0) + 1
-            self._fixed[path] = ({h: i for i, h in enumerate(book["order"])},
-                                 sum(min(count, book["pools"][pool]["budget"]) for pool, count in pools.items()))
-        book["_position"], book["_slots"] = self._fixed[path]
+            self._fixed[path] = ({h: i for i, h in enumerate(book.order)}, book.slot_count())
         self._books[path] = (identity, book)
         return book
 
@@ -285,32 +279,32 @@ class StrategyModule(FreeStrategyModule):
     def _may_run(self, path, host, task):
         """Whether ``host`` may run ``task`` now: -> (yes, why it waits)."""
         book = self._read_book(path)
-        if book is None or host not in book["hosts"]:
+        if book is None or host not in book:
             return True, None
         if self._is_gate(task):
             return self._may_ask(path, book, host)
-        wake = _slots.wakes_at(book, host)
+        wake = book.wakes_at(host)
         if wake is not None and self._is_continue(task) and self._wall() < wake:
             return False, "it reboots, and its wait for the new boot starts in %.0f s" % (wake - self._wall())
         return self._fork_free(book, host)
 
     def _may_ask(self, path, book, host):
         """The slot request: it waits while every slot of its pool is held by a host at work, or spoken for."""
-        reason = _slots.park_reason(book, host, self._running)
+        reason = book.park_reason(host, self._running)
         if reason is not None:
             return False, reason
         launched = self._launched.setdefault(path, set())
-        launched.intersection_update(h for h in launched if book["hosts"].get(h, {}).get("state") in ("queued", "waiting"))
-        if book["hosts"][host]["state"] not in ("queued", "waiting"):
+        launched.intersection_update(h for h in launched if book.state(h) in ("queued", "waiting"))
+        if book.state(host) not in ("queued", "waiting"):
             return True, None
-        pool = book["hosts"][host]["pool"]
+        pool = book.pool(host)
         # Slots let go to hosts that have not asked yet are spoken for, but not against a host before them in the
         # rollout order: the book serves the waiting hosts in that order, and a host that goes first (a host a
         # killed run rebooted, which may hold the FleetLock slot the others need) must be able to ask.
-        place = book["_position"]
-        spoken = [h for h in launched if book["hosts"][h]["pool"] == pool and h != host]
+        place = self._fixed[path][0]
+        spoken = [h for h in launched if book.pool(h) == pool and h != host]
         ahead = all(place[host] < place[h] for h in spoken)
-        if _slots.free_slots(book, pool) - len(spoken) > 0 or ahead:
+        if book.free_slots(pool) - len(spoken) > 0 or ahead:
             launched.add(host)
             return True, None
         return False, "the free slots of pool %s are spoken for" % pool
@@ -318,12 +312,12 @@ class StrategyModule(FreeStrategyModule):
     def _fork_free(self, book, host):
         """Any other task: it waits while the free forks are no more than the slot holders between two tasks
         (a holder always finds a fork for its next step, so that hooks cannot stall a slot)."""
-        if book["hosts"][host]["state"] == "holding":
+        if book.state(host) == "holding":
             return True, None
         # A holder that reboots with no fork (its boot wait parked) needs none before its wake_at.
         now = self._wall()
-        idle = [h for h in book["_holders"] if not self._blocked_hosts.get(h, False) and h in self._running
-                and not (_slots.wakes_at(book, h) or 0) > now]
+        idle = [h for h in book.holding() if not self._blocked_hosts.get(h, False) and h in self._running
+                and not (book.wakes_at(h) or 0) > now]
         if self._pending_results + len(idle) < len(self._workers):
             return True, None
         return False, "the free forks are kept for the slot holders %s" % ", ".join(sorted(idle))
@@ -339,8 +333,8 @@ class StrategyModule(FreeStrategyModule):
             name = host.get_name()
             self._repeat.pop(name, None)
             book = self._read_book(path)
-            wake = _slots.wakes_at(book, name) if book is not None and name in book["hosts"] else None
-            if wake is not None and len(self._workers) < book["_slots"] + SPARE_FORKS:
+            wake = book.wakes_at(name) if book is not None and name in book else None
+            if wake is not None and len(self._workers) < self._fixed[path][1] + SPARE_FORKS:
                 task_vars[_slots.REPEATS_VAR] = True
                 self._continuing[name] = (path, task, wake)
         if path is not None:
@@ -388,7 +382,7 @@ class StrategyModule(FreeStrategyModule):
                 continue
             del self._continuing[name]
             book = self._read_book(path)
-            if book is None or _slots.wakes_at(book, name) in (None, wake) or name not in self._running:
+            if book is None or book.wakes_at(name) in (None, wake) or name not in self._running:
                 continue
             try:
                 state = self._iterator.get_state_for_host(name)
@@ -435,12 +429,11 @@ class StrategyModule(FreeStrategyModule):
         keeps the answers): with a thousand hosts waiting, a look per host reads the whole book a thousand
         times."""
         book = self._read_book(path)
-        entry = (book or {}).get("hosts", {}).get(host)
-        if entry is None or entry["state"] not in ("queued", "waiting") or entry.get("first"):
+        if book is None or book.state(host) not in ("queued", "waiting") or book.goes_first(host):
             return False
-        key = (path, entry["pool"])
+        key = (path, book.pool(host))
         if key not in full:
-            full[key] = _slots.pool_parks(book, entry["pool"], self._running)
+            full[key] = book.pool_parks(key[1], self._running)
         return full[key]
 
     def _say(self, now):
@@ -456,12 +449,11 @@ class StrategyModule(FreeStrategyModule):
         self._said_at = now
         by_pool = {}
         for item in gates:
-            book = self._books.get(item[0], (None, {}))[1]
-            entry = (book.get("hosts") or {}).get(item[2].get_name()) or {}
-            by_pool.setdefault((item[0], entry.get("pool")), []).append(item[2].get_name())
+            book, name = self._books.get(item[0], (None, None))[1], item[2].get_name()
+            by_pool.setdefault((item[0], book.pool(name) if book and name in book else None), []).append(name)
         for (path, pool), hosts in sorted(by_pool.items(), key=lambda pair: str(pair[0][1])):
-            book = self._books.get(path, (None, {}))[1]
-            held = _slots.holders(book, pool) if book and pool in (book.get("pools") or {}) else []
+            book = self._books.get(path, (None, None))[1]
+            held = book.holders(pool) if book and pool is not None else []
             display.display("%d host(s) wait for a budget slot of pool %s (%s); held by %s" % (
                 len(hosts), pool, ", ".join(hosts[:10]) + (" and %d more" % (len(hosts) - 10) if len(hosts) > 10 else ""),
                 ", ".join(held) or "nobody"))
@@ -469,7 +461,6 @@ class StrategyModule(FreeStrategyModule):
     def _order(self, parked):
         """Slot requests first, each book's in its rollout order; then the other tasks as they were parked."""
         def position(item):
-            book = self._books.get(item[0], (None, {}))[1]
-            places = book.get("_position") or {}
+            places = self._fixed.get(item[0], ({}, 0))[0]
             return (0 if item[1] else 1, places.get(item[2].get_name(), len(places)) if item[1] else len(places))
         return sorted(parked, key=position)

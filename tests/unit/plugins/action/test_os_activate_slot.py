@@ -16,6 +16,7 @@ from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 T = "sha256:" + "b" * 64
@@ -214,8 +215,8 @@ def acquire(world, host="n1", book=None, **args):
 
 
 def record_of(book, host="n1"):
-    with _slots.locked_book(book) as state:
-        return _slots.record_of(state, host)
+    with Book.locked(book) as state:
+        return state.record(host)
 
 
 def _lease_writes(world, fail_phase=None):
@@ -763,9 +764,9 @@ def test_a_health_command_that_does_not_finish_is_not_retried_and_rolls_the_host
     # The same path as a failed check: rolled back through the reboot path, the slot freed, a failure.
     assert record["rolled_back"] and not record["holds_slot"] and record["status"] == "failed"
     assert host.commands.count(ROLLBACK) == 1 and world.sleeps.count(2) == 0
-    with _slots.locked_book(book) as state:
+    with Book.locked(book) as state:
         # It counts toward max_failures.
-        assert _slots.summary(state)["failed"] == ["n1"]
+        assert state.summary()["failed"] == ["n1"]
 
 
 def test_a_host_that_stops_answering_in_its_health_command_keeps_its_slot():
@@ -795,8 +796,8 @@ def test_bad_bounds_are_refused_before_the_slot(options, message):
     book = open_book(world)
     result = acquire(world, book=book, **options)
     assert result == dict(result, failed=True, msg=message)
-    with _slots.locked_book(book) as state:
-        assert state["records"] == {} and state["grants"] == []
+    with Book.locked(book) as state:
+        assert state.data["records"] == {} and state.data["grants"] == []
 
 
 def test_every_command_of_the_activation_is_bounded_by_command_timeout(monkeypatch):
@@ -860,9 +861,9 @@ def test_park_boot_leaves_the_wait_for_the_boot_to_the_next_task_and_learns_the_
     assert host.commands == [BOOT, FINALIZE] and world.sleeps == []
     record = first["ansible_facts"]["os_activate_result"]
     assert record["holds_slot"] and record["phase"] == "reboot" and record["reboot_start"] == 1000.0
-    with _slots.locked_book(book) as state:
+    with Book.locked(book) as state:
         # No boot seen yet in this book: the wait may start at once.
-        assert _slots.wakes_at(state, "n1") == 1000.0
+        assert state.wakes_at("n1") == 1000.0
     world.now += 20
     done = run(world, "n1", op="continue", book=book)
     record = done["ansible_facts"]["os_activate_result"]
@@ -872,14 +873,14 @@ def test_park_boot_leaves_the_wait_for_the_boot_to_the_next_task_and_learns_the_
     assert host.commands[2:] == [BOOT, BOOT, BOOT, "rpm-ostree status --json"] and world.sleeps == [2.0, 2.2]
     assert done["reboot"]["boot_id_before"] == "boot-1" and done["reboot"]["boot_id"] == "boot-2"
     assert record["reboot_end"] == 1024.2
-    with _slots.locked_book(book) as state:
-        assert state["shortest_boot"] == pytest.approx(24.2) and _slots.wakes_at(state, "n1") is None
+    with Book.locked(book) as state:
+        assert state.data["shortest_boot"] == pytest.approx(24.2) and state.wakes_at("n1") is None
     # The next host's wait starts at four fifths of that boot after its reboot command.
     Host(world)
     second = acquire(world, "n2", book=book, park_boot=True)
     assert second["ansible_facts"]["os_activate_next"] == "boot"
-    with _slots.locked_book(book) as state:
-        assert _slots.wakes_at(state, "n2") == pytest.approx(world.now + 0.8 * 24.2)
+    with Book.locked(book) as state:
+        assert state.wakes_at("n2") == pytest.approx(world.now + 0.8 * 24.2)
 
 
 def test_a_parked_boot_that_does_not_come_back_fails_in_the_next_task_and_keeps_its_slot():
@@ -908,8 +909,8 @@ def test_with_the_slots_strategy_a_boot_wait_ends_within_a_slice_and_parks_the_h
         assert world.now - began <= _slots.BOOT_SLICE and not steps[-1].get("failed"), steps[-1]
         if steps[-1]["ansible_facts"]["os_activate_next"] != "boot":
             break
-        with _slots.locked_book(book) as state:
-            wake = _slots.wakes_at(state, "n1")
+        with Book.locked(book) as state:
+            wake = state.wakes_at("n1")
         # Parked again for a quarter of the boot so far, 2 to 5 s.
         assert world.now + _slots.REPARK_MIN <= wake <= world.now + _slots.REPARK_MAX
         world.now = wake
@@ -1005,9 +1006,9 @@ def test_required_declines_a_host_that_cannot_soft_reboot_before_it_takes_a_slot
     assert result["reason"].startswith("soft reboot required, and ")
     # Nothing was done to the host: at most its deployments were read (bootc); no slot was taken.
     assert host.commands == (["bootc status --format=json"] if backend == "bootc" else [])
-    with _slots.locked_book(book) as state:
-        assert state["hosts"]["n1"]["state"] == "not_activated" and state["grants"] == []
-        summary = _slots.summary(state)
+    with Book.locked(book) as state:
+        assert state.data["hosts"]["n1"]["state"] == "not_activated" and state.data["grants"] == []
+        summary = state.summary()
     assert summary["declined"] == {"n1": result["reason"]} and summary["failed"] == []
     # The other host of the pool gets the slot as if n1 were not there.
     SoftHost(world)

@@ -12,6 +12,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._deployments impo
     deployment_digest,
     has_digest,
     manifest_digest,
+    status_digest,
     summary,
 )
 
@@ -49,6 +50,14 @@ def test_the_manifest_digest_a_deployment_reports_else_its_digest():
     assert manifest_digest(DEPLOYMENT) == MANIFEST
     assert manifest_digest({"image": {"digest": INDEX, "manifest_digest": None}}) == INDEX
     assert manifest_digest(None) is None
+
+
+def test_the_digest_of_a_deployment_of_a_read_by_its_role():
+    status = {"booted": DEPLOYMENT, "staged": None, "rollback": {"checksum": CHECKSUM, "image": None}}
+    assert status_digest(status, "booted") == INDEX
+    # Nothing staged; a rollback deployment from an ostree origin; a read that failed.
+    assert status_digest(status, "staged") is None and status_digest(status, "rollback") is None
+    assert status_digest(None, "booted") is None and status_digest({"booted": "x"}, "booted") is None
 
 
 def test_summary_with_the_extras_asked_for():

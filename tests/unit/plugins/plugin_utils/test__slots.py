@@ -1,14 +1,9 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests for the budget slot book: grants, releases, failures, the canary and the file."""
+"""Unit tests for the budget slot rules: grants, releases, failures, the canary, the records."""
 
 from __future__ import annotations
-
-import json
-import multiprocessing
-import os
-import stat
 
 import pytest
 
@@ -291,92 +286,6 @@ def test_failure_text_is_one_line_and_cut():
     assert len(text) == len("health: Run: ") + _slots.ERROR_MAX + len(" (rc=2)")
 
 
-def _take(path, name, out):
-    while True:
-        with _slots.locked_book(path) as b:
-            if _slots.try_acquire(b, name, 1)[0] == "granted":
-                held = len(_slots.holders(b, "a"))
-                out.put(held)
-                _slots.new_record(b, name, "finalize", T)
-                _slots.record_event(b, name, "verified", 2)
-                _slots.release(b, name, 2)
-                return
-
-
-def test_the_book_file_is_private_and_shared_by_processes(tmp_path):
-    path = _slots.create_book_file(book("a:" + ",".join("n%d" % i for i in range(8)), {"a": 2}), str(tmp_path))
-    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
-    queue = multiprocessing.get_context("fork").Queue()
-    procs = [multiprocessing.get_context("fork").Process(target=_take, args=(path, "n%d" % i, queue)) for i in range(8)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(30)
-    held = sorted(queue.get(timeout=5) for proc in procs)
-    # Every process got its slot, and none saw more than the budget held.
-    assert len(held) == 8 and max(held) <= 2
-    with open(path) as handle:
-        assert sorted(json.load(handle)["grants"]) == sorted("n%d" % i for i in range(8))
-    _slots.remove_book_file(path)
-    assert not os.path.exists(os.path.dirname(path))
-
-
-def test_each_host_s_record_and_activation_are_a_file_of_their_own_read_when_asked_for(tmp_path):
-    names = ["n%03d" % i for i in range(100)]
-    path = _slots.create_book_file(book("a:" + ",".join(names), {"a": 100}, max_failures=50), str(tmp_path))
-    for name in names:
-        with _slots.locked_book(path) as b:
-            grant(b, name)
-            b["activations"][name] = {"mode": "finalize", "reboot": {"boot_time_command": "x" * 200}}
-            if name == "n007":
-                _slots.record_failure(b, name, "Check", {"msg": "unhealthy"}, 3.0, rollback=False)
-            else:
-                _slots.record_event(b, name, "verified", 3.0)
-    # The book's own file holds a few hundred bytes per host, however much each host's record and activation hold.
-    assert os.path.getsize(path) < 150 * len(names)
-    assert sorted(os.listdir(path + ".d")) == sorted(["a%d.json" % i for i in range(100)]
-                                                     + ["r%d.json" % i for i in range(100)])
-    with _slots.locked_book(path) as b:
-        # Who failed is known without reading any record.
-        assert _slots.failed_hosts(b) == ["n007"] and b["records"].loaded == {}
-        assert b["records"]["n042"]["status"] == "activated" and list(b["records"].loaded) == ["n042"]
-        assert b["activations"]["n042"]["reboot"]["boot_time_command"] == "x" * 200
-        assert "n042" in b["records"] and "nope" not in b["records"] and len(b["records"]) == 100
-        # A record changed in a step counts in that step, and is written with it.
-        _slots.record_failure(b, "n042", "Check", {"msg": "unhealthy"}, 4.0, rollback=False)
-        assert _slots.failed_hosts(b) == ["n007", "n042"]
-    with _slots.locked_book(path) as b:
-        assert _slots.failed_hosts(b) == ["n007", "n042"] and b["records"]["n042"]["reason"].endswith("unhealthy")
-        assert _slots.summary(b)["records"]["n099"]["status"] == "activated"
-    _slots.remove_book_file(path)
-    assert not os.path.exists(os.path.dirname(path))
-
-
-def test_a_new_book_removes_the_books_of_runs_that_are_gone(tmp_path):
-    gone = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
-    gone.start()
-    gone.join(30)
-    stale = _slots.create_book_file(book("a:n1", {"a": 1}), str(tmp_path), owner=gone.pid)
-    with _slots.locked_book(stale):
-        pass
-    live = _slots.create_book_file(book("a:n1", {"a": 1}), str(tmp_path), owner=os.getpid())
-    older = tmp_path / "fleetos-slots-k2j3"  # a book without a process id is left alone
-    older.mkdir()
-    fresh = _slots.create_book_file(book("a:n1", {"a": 1}), str(tmp_path), owner=os.getpid())
-    assert not os.path.exists(os.path.dirname(stale))
-    assert os.path.exists(live) and os.path.exists(fresh) and older.is_dir()
-    assert os.path.basename(os.path.dirname(fresh)).startswith("fleetos-slots-%d-" % os.getpid())
-    assert _slots.remove_stale_books(str(tmp_path)) == []
-
-
-def test_a_book_of_another_version_is_refused(tmp_path):
-    path = tmp_path / "book.json"
-    path.write_text(json.dumps({"version": 99}))
-    with pytest.raises(_slots.SlotError, match="not a book of this collection's version"):
-        with _slots.locked_book(str(path)):
-            pass
-
-
 def test_lease_can_wait_while_a_whole_round_of_the_pool_is_ahead_without_a_slot():
     hosts = [{"host": "h%d" % i, "pool": "a"} for i in range(1, 6)] + [{"host": "b1", "pool": "b"}]
     book = _slots.new_book(hosts, {"a": 2, "b": 0}, 1, 0, 0.0)
@@ -458,16 +367,6 @@ def test_a_host_is_not_parked_when_the_run_stops_or_its_pool_is_lost():
     assert ask(b, "n2") == ["refused"]
     # A host not in the book, or done, is never parked.
     assert _slots.park_reason(running_book(), "other", running={"n1"}) is None
-
-
-def test_the_book_is_read_without_its_lock(tmp_path):
-    b = running_book()
-    path = _slots.create_book_file(b, directory=str(tmp_path), owner=os.getpid())
-    assert _slots.read_book(path)["hosts"]["n1"]["state"] == "holding"
-    with open(path, "w") as handle:
-        handle.write("[]")
-    with pytest.raises(_slots.SlotError, match="is not a book of this collection's version"):
-        _slots.read_book(path)
 
 
 def test_a_failed_stage_counts_toward_max_failures_when_it_happens():

@@ -10,7 +10,7 @@ from collections.abc import MutableMapping
 
 from ansible.executor.play_iterator import IteratingStates
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _book, _slots
 from ansible_collections.fleetos.layering.plugins.strategy import slots
 
 T = "sha256:" + "b" * 64
@@ -81,7 +81,7 @@ def queue(module, name, task, path):
 
 def write(tmp_path, book):
     path = str(tmp_path / "book.json")
-    _slots._write(path, book)
+    _book._write(path, book)
     return path
 
 
