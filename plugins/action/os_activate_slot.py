@@ -33,6 +33,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import Fl
 from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
+from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
 
 # The steps of an activation, as its failures name them.
@@ -448,28 +449,30 @@ class ActionModule(ActionBase):
     def _fleetlock_slot(self, config, host, controller):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
         fleetlock = config["fleetlock"]
-        began = self._clock()
-        deadline = began + fleetlock["timeout"]
-        said = began
-        while True:
+        last = {"said": 0.0}
+
+        def attempt():
             gone = self._controller_gone(controller)
             if gone:
                 return False, gone
-            ok, status = self._fleetlock("pre-reboot", config, host)
-            if ok:
-                return True, None
-            if self._clock() + fleetlock["retry_delay"] > deadline:
-                # FleetLock does not name its holders: the book names this run's.
-                return False, "FleetLock gave no slot within %s s (%s refused, last answer %s; this run's hosts" \
-                    " that hold one: %s)" % (fleetlock["timeout"], host, status, self._locked_hosts(config) or "none")
-            if self._clock() - said >= SAY_EVERY:
+            ok, last["status"] = self._fleetlock("pre-reboot", config, host)
+            return (True, None) if ok else None
+
+        def waiting(elapsed):
+            if elapsed - last["said"] >= SAY_EVERY:
                 # A wait is never silent: FleetLock does not name its holders, the book names this run's.
-                said = self._clock()
-                message = "%s waits for a FleetLock slot of group %s: %d s so far, last answer %s; this run's hosts" \
-                    " that hold one: %s" % (host, fleetlock["group"] or "default", said - began, status,
-                                            self._locked_hosts(config) or "none")
-                display.display(message)
-            self._sleep(fleetlock["retry_delay"])
+                last["said"] = elapsed
+                display.display("%s waits for a FleetLock slot of group %s: %d s so far, last answer %s; this run's"
+                                " hosts that hold one: %s" % (host, fleetlock["group"] or "default", elapsed,
+                                                              last["status"], self._locked_hosts(config) or "none"))
+
+        try:
+            return poll_until(attempt, fleetlock["timeout"], fleetlock["retry_delay"], self._sleep, self._clock,
+                              whole=True, waiting=waiting)
+        except PollTimeout:
+            # FleetLock does not name its holders: the book names this run's.
+            return False, "FleetLock gave no slot within %s s (%s refused, last answer %s; this run's hosts that" \
+                " hold one: %s)" % (fleetlock["timeout"], host, last["status"], self._locked_hosts(config) or "none")
 
     def _locked_hosts(self, config):
         """The hosts of this run's book that hold a FleetLock slot now, as text."""

@@ -45,6 +45,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._host import (
     quote,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
 
 # mktemp's template of a job's directory: the X are random letters and digits.
 JOB_TEMPLATE = "/run/fleetos/stage.XXXXXXXXXX"
@@ -313,8 +314,7 @@ def _is_job(job):
 
 def wait(host, job, timeout, poll_interval, sleep, clock):
     """-> :data:`Ended` of ``job`` once it has ended; CommandError after ``timeout`` seconds, or without a job."""
-    deadline = clock() + timeout
-    while True:
+    def attempt():
         argv = ["sh", "-c", POLL_SCRIPT, "sh", job]
         rc, out, err = host.run(argv)
         if rc == 0:
@@ -325,12 +325,14 @@ def wait(host, job, timeout, poll_interval, sleep, clock):
         if rc != 5:
             raise CommandError("Failed to read the stage job %s: %s." % (job, error_line(err, rc)),
                                cmd=argv[:2] + ["POLL_SCRIPT"] + argv[3:], rc=rc, stdout=out, stderr=err, job=job)
-        left = deadline - clock()
-        if left <= 0:
-            raise CommandError("The stage job %s on the host did not end within the timeout of %d seconds: it keeps "
-                               "running, and a later task with phase finish and this job collects it."
-                               % (job, timeout), job=job)
-        sleep(min(poll_interval, left))
+        return None
+
+    try:
+        return poll_until(attempt, timeout, poll_interval, sleep, clock)
+    except PollTimeout:
+        raise CommandError("The stage job %s on the host did not end within the timeout of %d seconds: it keeps "
+                           "running, and a later task with phase finish and this job collects it."
+                           % (job, timeout), job=job)
 
 
 def _ago(line):

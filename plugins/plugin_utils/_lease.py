@@ -35,6 +35,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _update_ag
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_commands, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host, chain, read_file_argv
+from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
 
 DEFAULT_PATH = "/var/lib/fleetos/rollout-lease.json"
 PHASES = ("planned", "rebooting", "activated", "failed", "done")
@@ -202,14 +203,18 @@ def acquire(host, path, rollout, owner, started_at, ttl, phase=None, target_dige
     LeaseHeldError at once. The record is read, decided on, and written only if it did not
     change meanwhile (under the lock, on the host): a rollout that lost that race reads again.
     """
-    deadline = now() + max(wait, 0)
-    while True:
-        data, current = read(host, path)
-        ours = current is not None and current.get("rollout") == rollout
-        stale_plan = current is not None and not ours and changed_since(current, started_at)
-        free = (current is None or ours or break_lease == current.get("rollout")
-                or (current.get("released") and not stale_plan))
-        if free:
+    seen = {}
+
+    def attempt():
+        while True:
+            data, current = read(host, path)
+            seen["current"] = current
+            ours = current is not None and current.get("rollout") == rollout
+            stale_plan = current is not None and not ours and changed_since(current, started_at)
+            free = (current is None or ours or break_lease == current.get("rollout")
+                    or (current.get("released") and not stale_plan))
+            if not free:
+                break
             lease = dict(current) if ours else {
                 "version": VERSION, "rollout": rollout, "owner": owner, "started_at": started_at,
                 "acquired_at": now(), "phase": "planned", "target_digest": None,
@@ -219,20 +224,29 @@ def acquire(host, path, rollout, owner, started_at, ttl, phase=None, target_dige
                 lease["phase"] = phase
             if target_digest is not None:
                 lease["target_digest"] = target_digest
-            if not check_mode and not _write(host, path, lease, data):
-                # What was read ahead with the lease was read before that change: read it again.
-                as_host(host).forget()
-                continue
-            return True, lease, None if ours else current
+            if check_mode or _write(host, path, lease, data):
+                return True, lease, None if ours else current
+            # What was read ahead with the lease was read before that change: read it again.
+            as_host(host).forget()
         if stale_plan:
             raise LeaseHeldError("The host was changed by %s after this rollout started: nothing was changed; "
                                  "run the rollout again to plan from the host's new state." % _describe(current, now()),
                                  current)
-        if not (_younger(current, started_at, rollout) and now() < deadline):
-            raise LeaseHeldError("The host is leased by %s: nothing was changed; name that rollout in "
-                                 "break_lease if it is gone." % _describe(current, now()), current)
+        if not _younger(current, started_at, rollout):
+            raise _held(current, now())
+        # A younger rollout stands back when it sees this one: read again in a second.
         as_host(host).forget()
-        sleep(1)
+        return None
+
+    try:
+        return poll_until(attempt, max(wait, 0), 1, sleep, now)
+    except PollTimeout:
+        raise _held(seen["current"], now())
+
+
+def _held(current, at):
+    return LeaseHeldError("The host is leased by %s: nothing was changed; name that rollout in break_lease if it is"
+                          " gone." % _describe(current, at), current)
 
 
 def release(host, path, rollout, phase=None, check_mode=False, now=time.time, written=None):
