@@ -95,33 +95,121 @@ regular "$@" || exit 3
 exec cat -- "$1"
 """
 
-# $1 the file, $2 its lock, $3 the sha256 of the content the caller read (- for none), $4 the mode;
-# the new content on stdin. Under an exclusive flock of the lock, the file is replaced only when it
-# still has the content the caller read (exit 5 otherwise: read again and decide again), through a
-# temporary file in its directory, synced, renamed, and the directory synced. Exit 3: the file or
-# its lock is not a regular file (a symlink, a directory, a device); nothing is changed.
-REPLACE_SCRIPT = _REGULAR + r"""
-p=$1 lock=$2 want=$3 mode=$4
-regular "$p" "$lock" || exit 3
+
+def digest_of(data):
+    """What REPLACE_SCRIPT compares: the sha256 of ``data`` (bytes), or ``-`` for no file."""
+    return "-" if data is None else hashlib.sha256(data).hexdigest()
+
+
+# What the one writer's exit statuses mean (the scripts that read and remove a file use 3 and 4 alike).
+EXIT_NOT_REGULAR = 3
+EXIT_MISSING = 4
+EXIT_CHANGED = 5
+EXIT_MOUNT = 7
+
+# The one compare-and-swap writer of a host's files. $1 the file, $2 the sha256 of the content the caller read
+# (- for no file), $3 the lock file ('' to lock the file's directory, so that no lock file is left beside it), $4
+# the new file's mode in octal ('' to keep the original's mode, owner when root, and SELinux label), $5 non-empty
+# when the file may be missing (its directory is then made, 0700, when missing), $6 non-empty to keep a backup,
+# $7 non-empty to make the mount that holds the file writable first (run under UNSHARE: only in this private
+# mount namespace); the new content on stdin.
+#
+# The new content goes to a temporary file (mktemp) beside the file, with its mode. Then, under an exclusive
+# flock of the lock, only if the file is still a regular file holding what the caller read (else exit 5: read
+# again and decide again), the backup is made (a new name, never an existing file), both are synced, the
+# temporary file is renamed over the file and the directory synced. Stdout: the backup's path (an empty line
+# for none). Exit 3: the file or its lock is not a regular file (stderr: "<it> is not a regular file", then
+# what stat -c %F calls it); 4: the file is missing (stat's message) and may not be; 7: the mount could not be
+# made writable (stderr: the mount point, then the cause); else 1 with the tool's message. On every failure
+# the file is left as it was and neither the temporary file nor the backup remains.
+REPLACE_SCRIPT = r"""
+p=$1 want=$2 lock=$3 mode=$4 missing=$5 backup=$6 remount=$7
+tmp='' bak=''
+fail() { rm -f -- ${tmp:+"$tmp"} ${bak:+"$bak"}; exit "$1"; }
+regular() {
+  if [ -n "$2" ] && [ ! -e "$1" ] && [ ! -L "$1" ]; then return 1; fi
+  kind=$(stat -c %F -- "$1") || return 1
+  case $kind in
+    "regular file"|"regular empty file") ;;
+    *) printf '%s is not a regular file\n%s\n' "$1" "$kind" >&2; fail 3 ;;
+  esac
+}
+attributes() {
+  if [ -n "$mode" ]; then chmod -- "$mode" "$1"; return; fi
+  chmod --reference="$p" -- "$1" || return 1
+  if [ "$(id -u)" = 0 ]; then chown --reference="$p" -- "$1" || return 1; fi
+  chcon --reference="$p" -- "$1" 2>/dev/null || :
+}
 dir=$(dirname -- "$p") && base=$(basename -- "$p") || exit 1
+if [ -n "$remount" ]; then
+  point=$(findmnt -n -o TARGET -T "$dir") && [ -n "$point" ] || { printf '%s\nno mount holds it\n' "$dir" >&2; exit 7; }
+  # A bind remount clears the per-mount flags it is not given (or is refused clearing a locked one): keep them.
+  keep=''
+  opts=$(findmnt -n -o VFS-OPTIONS -T "$dir") || opts=
+  set -f; IFS=,
+  for o in $opts; do
+    case $o in nosuid|nodev|noexec|noatime|nodiratime|relatime) keep=$keep,$o ;; esac
+  done
+  unset IFS; set +f
+  why=$(mount -o "remount,bind,rw$keep" -- "$point" 2>&1) || { printf '%s\n%s\n' "$point" "$why" >&2; exit 7; }
+fi
+regular "$p" "$missing" || [ -n "$missing" ] || fail 4
+[ -z "$lock" ] || regular "$lock" 1 || :
 if [ ! -d "$dir" ]; then mkdir -p -m 0700 -- "$dir" || exit 1; fi
 umask 077
-tmp="$dir/.$base.$$.tmp"
-cat > "$tmp" || { rm -f -- "$tmp"; exit 1; }
-exec 9>>"$lock" || { rm -f -- "$tmp"; exit 1; }
-flock -x 9 || { rm -f -- "$tmp"; exit 1; }
-if [ -e "$p" ]; then
-  have=$(sha256sum < "$p") || { rm -f -- "$tmp"; exit 1; }
+tmp=$(mktemp -- "$dir/.$base.XXXXXX") || fail 1
+cat > "$tmp" && attributes "$tmp" || fail 1
+if [ -n "$lock" ]; then command exec 9>>"$lock"; else command exec 9<"$dir"; fi || fail 1
+flock -x 9 || fail 1
+if regular "$p" "$missing"; then
+  have=$(sha256sum < "$p") || fail 1
   have=${have%% *}
 else
+  [ -n "$missing" ] || fail 4
   have=-
 fi
-[ "$have" = "$want" ] || { rm -f -- "$tmp"; exit 5; }
-chmod "$mode" "$tmp" || { rm -f -- "$tmp"; exit 1; }
-sync -- "$tmp" 2>/dev/null || sync
-mv -f -- "$tmp" "$p" || { rm -f -- "$tmp"; exit 1; }
+[ "$have" = "$want" ] || fail 5
+if [ -n "$backup" ] && [ "$have" != - ]; then
+  stamp=$(date -u +%Y%m%dT%H%M%S.%6NZ) || fail 1
+  name=$p.$stamp.bak n=0
+  while [ -e "$name" ] || [ -L "$name" ]; do
+    n=$((n + 1))
+    name=$p.$stamp.bak.$n
+  done
+  (set -C; : > "$name") || fail 1
+  bak=$name
+  cat -- "$p" > "$bak" && attributes "$bak" || fail 1
+fi
+sync -- "$tmp" ${bak:+"$bak"} 2>/dev/null || sync
+mv -f -T -- "$tmp" "$p" || fail 1
+tmp=''
 sync -- "$dir" 2>/dev/null || sync
+printf '%s\n' "$bak"
 """
+
+# The private mount namespace REPLACE_SCRIPT runs in when it makes the file's mount writable (as rpm-ostree
+# writes under a read-only /sysroot): its mounts private, so that nothing it remounts propagates back.
+UNSHARE = ["unshare", "-m", "--propagation", "private"]
+
+
+def _flag(value):
+    return "1" if value else ""
+
+
+def replace_argv(path, expected, mode=None, lock=None, missing=False, backup=False, remount=False):
+    """The argv of the one compare-and-swap writer (:data:`REPLACE_SCRIPT`), the new content to go on its stdin.
+
+    ``path`` is replaced only if it still holds ``expected`` (the bytes read before, None for no file): under
+    an exclusive flock of the file ``lock``, else of the file's directory; made ``mode`` (an int), else with the
+    original's mode, owner and SELinux label; ``missing``: the file may not be there (then ``mode`` is needed);
+    ``backup``: what it held is kept in ``<path>.<UTC time>.bak``; ``remount``: in a private mount namespace
+    (:data:`UNSHARE`) where the mount that holds it is made writable first.
+    """
+    if missing and mode is None:
+        raise ValueError("a file that may be missing needs a mode: there may be no original to take it from")
+    args = [path, digest_of(expected), lock or "", "" if mode is None else "%o" % mode, _flag(missing),
+            _flag(backup), _flag(remount)]
+    return (list(UNSHARE) if remount else []) + ["sh", "-c", REPLACE_SCRIPT, "sh"] + args
 
 
 # $1 the file to put in place, $2 where, $3 where the file that was there is kept meanwhile. Exit 6: $1
@@ -161,11 +249,6 @@ def error_line(err, rc):
     period), else its exit status."""
     lines = (err or "").strip().splitlines()
     return lines[-1].strip().rstrip(".") if lines else "exit status %d" % rc
-
-
-def digest_of(data):
-    """What REPLACE_SCRIPT compares: the sha256 of ``data`` (bytes), or ``-`` for no file."""
-    return "-" if data is None else hashlib.sha256(data).hexdigest()
 
 
 # $1 a marker unique to this run, then the commands, each a shell line (shell_command) after its condition and a
@@ -319,10 +402,11 @@ class Host:
 
         -> True when written, False when the file changed meanwhile (read it again and decide again).
         The directory is made (0700) when missing. HostFileError when the file or its lock is not a
-        regular file (refused, nothing changed) or the write failed.
+        regular file (refused, nothing changed) or the write failed. The one writer
+        (:func:`replace_argv`) with a lock file, the mode given, the file allowed to be missing.
         """
-        args = [path, lock or path + ".lock", digest_of(expected), "%o" % mode]
-        return self._script(REPLACE_SCRIPT, args, path, data=data, codes=(0, 5))[0] == 0
+        argv = replace_argv(path, expected, mode=mode, lock=lock or path + ".lock", missing=True)
+        return self._command(argv, path, data=data, codes=(0, EXIT_CHANGED))[0] == 0
 
     def remove_file(self, path):
         """Remove the regular file ``path``; -> False when it was not there.
@@ -337,13 +421,19 @@ class Host:
         return int(out.strip(), 8) if rc == 0 and out.strip() else None
 
     def _script(self, script, args, path, data=None, binary=False, codes=(0,)):
-        """Run one of the file scripts with ``args``; -> (rc, stdout) for the exit ``codes`` the caller reads,
-        else HostFileError about ``path`` (refused for exit 3: not a regular file)."""
-        rc, out, err = self.run(["sh", "-c", script, "sh"] + list(args), data=data, binary=binary)
+        """Run one of the file scripts with ``args``, as :meth:`_command` does."""
+        return self._command(["sh", "-c", script, "sh"] + list(args), path, data=data, binary=binary, codes=codes)
+
+    def _command(self, argv, path, data=None, binary=False, codes=(0,)):
+        """Run the file script ``argv``; -> (rc, stdout) for the exit ``codes`` the caller reads, else
+        HostFileError about ``path``: refused for exit 3 (not a regular file), whose cause is the first line of
+        stderr, which names the file (the one writer says on a second line what it is); else the last line."""
+        rc, out, err = self.run(argv, data=data, binary=binary)
         if rc in codes:
             return rc, out
-        cause = err.strip().splitlines()[-1] if err.strip() else "exit status %d" % rc
-        raise HostFileError(path, cause, refused=rc == 3)
+        lines = err.strip().splitlines()
+        cause = (lines[0] if rc == EXIT_NOT_REGULAR else lines[-1]) if lines else "exit status %d" % rc
+        raise HostFileError(path, cause, refused=rc == EXIT_NOT_REGULAR)
 
 
 class ModuleHost(Host):

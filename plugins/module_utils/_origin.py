@@ -15,8 +15,9 @@ value is ignored), the last of two equal keys wins, a repeated group continues t
 first one, and a trailing ``\\r`` is part of the line ending.
 
 The file itself is read and written on a ``_host.Host`` by two POSIX shell scripts
-(:data:`READ_SCRIPT`, :data:`WRITE_SCRIPT`) with the host's coreutils and util-linux, so
-the host needs no Python: see :func:`read_origin` and :func:`write_origin`.
+(:data:`READ_SCRIPT` here, ``_host.REPLACE_SCRIPT``, the one writer of the host's files) with
+the host's coreutils and util-linux, so the host needs no Python: see :func:`read_origin` and
+:func:`write_origin`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from __future__ import annotations
 import re
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import digest_of
+from ansible_collections.fleetos.layering.plugins.module_utils._host import (
+    EXIT_CHANGED,
+    EXIT_MOUNT,
+    EXIT_NOT_REGULAR,
+    replace_argv,
+)
 
 ORIGIN_GROUP = "origin"
 OSTREE_BASE_KEYS = ("refspec", "baserefspec")
@@ -394,83 +400,6 @@ dd if="$p" iflag=nofollow,nonblock bs=65536 status=none || exit
 regular
 """
 
-# $1 the origin file, $2 the sha256 of the content the controller read, $3 non-empty to keep a backup,
-# $4 non-empty to make the mount that holds the file writable first (run under unshare -m: only in
-# this private mount namespace); the new content on stdin.
-#
-# The new content goes to a temporary file beside the origin with the origin's mode, owner and SELinux
-# label. Then, under an exclusive flock of the directory (no lock file is left among ostree's files),
-# only if the origin is still a regular file holding what the controller read (else exit 5: read again
-# and edit again), the backup is made (a new name, never an existing file), both are synced, the
-# temporary file is renamed over the origin and the directory synced. Stdout: the backup's path (an
-# empty line for none). Exit 3: not a regular file (what it is on stderr); 7: the mount could not be
-# made writable (stderr: the mount point, then the cause); else 1 with the tool's message. On every
-# failure the origin is left as it was and neither the temporary file nor the backup remains.
-WRITE_SCRIPT = r"""
-p=$1 want=$2 backup=$3 remount=$4
-tmp='' bak=''
-fail() { rm -f -- ${tmp:+"$tmp"} ${bak:+"$bak"}; exit "$1"; }
-regular() {
-  kind=$(stat -c %F -- "$p") || fail 4
-  case $kind in
-    "regular file"|"regular empty file") ;;
-    *) printf '%s\n' "$kind" >&2; fail 3 ;;
-  esac
-}
-attributes() {
-  chmod --reference="$p" -- "$1" || return 1
-  if [ "$(id -u)" = 0 ]; then chown --reference="$p" -- "$1" || return 1; fi
-  chcon --reference="$p" -- "$1" 2>/dev/null || :
-}
-dir=$(dirname -- "$p") && base=$(basename -- "$p") || exit 1
-if [ -n "$remount" ]; then
-  point=$(findmnt -n -o TARGET -T "$dir") && [ -n "$point" ] || { printf '%s\nno mount holds it\n' "$dir" >&2; exit 7; }
-  # A bind remount clears the per-mount flags it is not given (or is refused clearing a locked one): keep them.
-  keep=''
-  opts=$(findmnt -n -o VFS-OPTIONS -T "$dir") || opts=
-  set -f; IFS=,
-  for o in $opts; do
-    case $o in nosuid|nodev|noexec|noatime|nodiratime|relatime) keep=$keep,$o ;; esac
-  done
-  unset IFS; set +f
-  why=$(mount -o "remount,bind,rw$keep" -- "$point" 2>&1) || { printf '%s\n%s\n' "$point" "$why" >&2; exit 7; }
-fi
-regular
-umask 077
-tmp=$(mktemp -- "$dir/.$base.XXXXXX") || fail 1
-cat > "$tmp" && attributes "$tmp" || fail 1
-exec 9<"$dir" || fail 1
-flock -x 9 || fail 1
-regular
-have=$(sha256sum < "$p") || fail 1
-[ "${have%% *}" = "$want" ] || fail 5
-if [ -n "$backup" ]; then
-  stamp=$(date -u +%Y%m%dT%H%M%S.%6NZ) || fail 1
-  name=$p.$stamp.bak n=0
-  while [ -e "$name" ] || [ -L "$name" ]; do
-    n=$((n + 1))
-    name=$p.$stamp.bak.$n
-  done
-  (set -C; : > "$name") || fail 1
-  bak=$name
-  cat -- "$p" > "$bak" && attributes "$bak" || fail 1
-fi
-sync -- "$tmp" ${bak:+"$bak"} 2>/dev/null || sync
-mv -f -T -- "$tmp" "$p" || fail 1
-tmp=''
-sync -- "$dir" 2>/dev/null || sync
-printf '%s\n' "$bak"
-"""
-
-# The private mount namespace WRITE_SCRIPT runs in when the origin's mount is read-only (as
-# rpm-ostree writes under /sysroot): its mounts private, so that nothing it remounts propagates back.
-UNSHARE = ["unshare", "-m", "--propagation", "private"]
-
-EXIT_NOT_REGULAR = 3
-EXIT_MISSING = 4
-EXIT_CHANGED = 5
-EXIT_MOUNT = 7
-
 _NOT_FOUND = re.compile(r"(?:^|: )([^\s:]+): (?:command )?not found$")
 
 
@@ -506,8 +435,8 @@ def _first_cause(text, rc):
     return tool_cause(lines[0] if lines else "", rc)
 
 
-def _script(script, args, prefix=()):
-    return list(prefix) + ["sh", "-c", script, "sh"] + list(args)
+def _script(script, args):
+    return ["sh", "-c", script, "sh"] + list(args)
 
 
 def read_origin(host, path, label=None):
@@ -536,9 +465,9 @@ def write_origin(host, path, data, expected, backup=False, read_only=False, labe
     it read-only. OriginError when the file is not a regular file or the write failed: the file is
     then left as it was, with no temporary file or backup beside it.
     """
-    args = [path, digest_of(expected), "1" if backup else "", "1" if read_only else ""]
-    argv = _script(WRITE_SCRIPT, args, UNSHARE if read_only else ())
-    rc, out, err = host.run(argv, data=data)
+    # The one writer of the host's files: the directory locked (no lock file among ostree's files), the
+    # original's mode, owner and label kept.
+    rc, out, err = host.run(replace_argv(path, expected, backup=backup, remount=read_only), data=data)
     if rc == 0:
         made = out[:-1] if out.endswith("\n") else out
         return True, made or None

@@ -292,6 +292,14 @@ def _origin_plugins():
     return ostree_origin, _origin
 
 
+def _origin_write_argv(path, before, read_only):
+    """The one writer as the origin editor runs it: the directory locked, the origin's mode kept, no backup."""
+    from ansible_collections.fleetos.layering.plugins.module_utils import _host
+    write = ["sh", "-c", _host.REPLACE_SCRIPT, "sh", path, hashlib.sha256(before).hexdigest(), "", "", "", "",
+             "1" if read_only else ""]
+    return (_host.UNSHARE + write) if read_only else write
+
+
 @pytest.mark.parametrize("read_only", [False, True])
 @pytest.mark.parametrize("value", PRINTABLE)
 def test_ostree_origin_path(monkeypatch, value, read_only):
@@ -300,10 +308,8 @@ def test_ostree_origin_path(monkeypatch, value, read_only):
     fake = fake_host(monkeypatch)
     fake["results"] = [(0, ("ro\n" if read_only else "rw\n") + ORIGIN_BEFORE.decode(), ""), (0, "\n", "")]
     result = run_action(ostree_origin, {"path": path, "set": {"origin.k": value}})
-    write = ["sh", "-c", _origin.WRITE_SCRIPT, "sh", path, hashlib.sha256(ORIGIN_BEFORE).hexdigest(), "",
-             "1" if read_only else ""]
     assert [call[0] for call in fake["calls"]] == [["sh", "-c", _origin.READ_SCRIPT, "sh", path],
-                                                   (_origin.UNSHARE + write) if read_only else write]
+                                                   _origin_write_argv(path, ORIGIN_BEFORE, read_only)]
     # The value is in the file, on stdin, never in argv.
     after = ORIGIN_BEFORE + ("k=%s\n" % _origin.escape(value)).encode()
     assert fake["calls"][1][1] == {"env": {"LC_ALL": "C"}, "data": after}

@@ -101,7 +101,7 @@ def test_deployments_are_read_after_the_lease_is_taken(fake, path):
     # host command, before the lease was written (over what was read with them).
     assert [files[0] for files in fake["files"]] == [path, path]
     assert len(fake["sent"]) == 2 and len(fake["batches"]) == 1
-    replace = "p=$1 lock=$2 want=$3 mode=$4"
+    replace = "p=$1 want=$2 lock=$3 mode=$4"
     assert replace in _host.REPLACE_SCRIPT and replace not in fake["sent"][0] and replace in fake["sent"][1]
     assert result["deployments"]["backend"] == "rpm-ostree"
     assert result["deployments"]["booted"]["image"]["digest"] == "sha256:" + "a" * 64

@@ -22,7 +22,7 @@ import pytest
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.action import ostree_origin
-from ansible_collections.fleetos.layering.plugins.module_utils import _origin
+from ansible_collections.fleetos.layering.plugins.module_utils import _host, _origin
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _origin_edit
 
 REFERENCE = "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:" + "f5" * 32
@@ -38,9 +38,10 @@ def _read_argv(path):
 
 
 def _write_argv(path, before, backup=False, read_only=False):
-    args = ["sh", "-c", _origin.WRITE_SCRIPT, "sh", str(path), hashlib.sha256(before).hexdigest(),
+    # The one writer: the directory locked, the origin's mode kept, the file required.
+    args = ["sh", "-c", _host.REPLACE_SCRIPT, "sh", str(path), hashlib.sha256(before).hexdigest(), "", "", "",
             "1" if backup else "", "1" if read_only else ""]
-    return (_origin.UNSHARE + args) if read_only else args
+    return (_host.UNSHARE + args) if read_only else args
 
 
 def run_scripts(state, prefix=(), before_write=None):
@@ -48,10 +49,10 @@ def run_scripts(state, prefix=(), before_write=None):
     ``before_write(words)`` for a write; everything else stays faked by ``state["results"]``."""
 
     def run(words):
-        if words[:3] not in (["sh", "-c", _origin.READ_SCRIPT], ["sh", "-c", _origin.WRITE_SCRIPT]) \
-                and words[:len(_origin.UNSHARE)] != _origin.UNSHARE:
+        if words[:3] not in (["sh", "-c", _origin.READ_SCRIPT], ["sh", "-c", _host.REPLACE_SCRIPT]) \
+                and words[:len(_host.UNSHARE)] != _host.UNSHARE:
             return
-        if before_write is not None and _origin.WRITE_SCRIPT in words:
+        if before_write is not None and _host.REPLACE_SCRIPT in words:
             before_write(words)
         proc = subprocess.run(list(prefix) + words, input=state["calls"][-1][1]["data"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=dict(os.environ, **ENV), check=False)
@@ -259,7 +260,7 @@ def test_failures_leave_file_as_it_was(tmp_path, fake, content, args, message, c
     assert result["path"] == str(path)
     assert path.read_bytes() == data
     assert [p.name for p in tmp_path.iterdir()] == ["x.origin"]
-    assert _origin.WRITE_SCRIPT not in sum(_argvs(fake), [])
+    assert _host.REPLACE_SCRIPT not in sum(_argvs(fake), [])
 
 
 def test_missing_file(tmp_path, fake):

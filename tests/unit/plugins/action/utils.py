@@ -33,7 +33,9 @@ def fake_host(monkeypatch):
     answered from ``state["which"]``
     (name -> path; a name not there is found at /usr/bin/NAME unless its path is None),
     ``state["machine"]``, and ``test`` and ``stat`` run here. The file scripts of ``_host`` (read, replace,
-    place, restore, remove) run for real here too, on the test's own files (their arguments in ``state["files"]``).
+    place, restore, remove) run for real here too, on the test's own files (their arguments in ``state["files"]``);
+    but a replace that locks the file's directory (the origin editor's) is a command like the others, answered
+    from ``state["results"]`` or a test's hook.
     A batch of commands (``Host.prefetch``) is one host command: ``state["batches"]`` records its lines, and each
     of its commands is answered as above; ``state["sent"]`` holds the lines sent to the host (a batch is one). ``state["results"]`` holds the
     ``(rc, stdout, stderr)`` of the other commands, in order; ``state["hooks"]`` maps argv[1]
@@ -87,8 +89,8 @@ def fake_host(monkeypatch):
         if words == ["uname", "-m"]:
             return {"rc": 0, "stdout": state["machine"] + "\n", "stderr": ""}
         if words[:1] in (["test"], ["stat"]) or (words[:2] == ["sh", "-c"] and words[2] in (
-                _host.READ_SCRIPT, _host.REPLACE_SCRIPT, _host.PLACE_SCRIPT, _host.RESTORE_SCRIPT,
-                _host.REMOVE_SCRIPT)):
+                _host.READ_SCRIPT, _host.PLACE_SCRIPT, _host.RESTORE_SCRIPT, _host.REMOVE_SCRIPT)) or (
+                words[:3] == ["sh", "-c", _host.REPLACE_SCRIPT] and words[6]):
             # test(1), stat(1) and the file scripts run for real, on the test's own files.
             import subprocess
             if words[0] not in ("test", "stat"):

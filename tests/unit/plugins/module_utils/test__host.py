@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _host
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
 
 HOSTILE = [
@@ -246,3 +247,180 @@ def test_the_batch_script_frames_each_command_on_every_shell(shell):
     assert outs[0] == (0, b"a" + other.encode())
     assert outs[1] == (1, b"") and outs[2] == (0, b"b") and 3 not in outs
     assert sorted(errs) == [0, 1, 2] and proc.returncode == 0
+
+
+# ---------------------------------------------------------------- the one compare-and-swap writer
+# REPLACE_SCRIPT runs for real on each shell a host may call sh (bash as Fedora CoreOS's sh runs in POSIX mode), on
+# files in a directory of its own (the test's own directory stays empty).
+
+WRITER_SHELLS = [[shell] for shell in SHELLS] + ([["/bin/bash", "--posix"]] if "/bin/bash" in SHELLS else [])
+OLD = b"old\n"
+NEW = b"new \x00\xff\n"
+
+
+def _write(shell, path, data=NEW, expected=OLD, **options):
+    """Run ``_host.replace_argv(path, expected, **options)`` with ``shell`` as its sh; -> (rc, stdout, stderr)."""
+    argv = _host.replace_argv(str(path), expected, **options)
+    at = argv.index("sh")
+    argv[at:at + 1] = shell
+    proc = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+                          env=dict(os.environ, **_host.ENVIRON))
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+@pytest.fixture
+def files(tmp_path_factory):
+    return tmp_path_factory.mktemp("cas")
+
+
+def _entries(directory):
+    return sorted(os.listdir(directory))
+
+
+def stat_mode(path):
+    return os.stat(path).st_mode & 0o7777
+
+
+@pytest.mark.parametrize("shell", WRITER_SHELLS, ids=" ".join)
+@pytest.mark.parametrize("lock", [None, "x.lock"])
+@pytest.mark.parametrize("backup", [False, True])
+def test_the_writer_replaces_a_file_under_its_lock(shell, files, lock, backup):
+    path = files / "x"
+    path.write_bytes(OLD)
+    os.chmod(path, 0o604)
+    inode = path.stat().st_ino
+    rc, out, err = _write(shell, path, lock=lock and str(files / lock), backup=backup)
+    assert (rc, err) == (0, "")
+    assert path.read_bytes() == NEW and path.stat().st_ino != inode
+    assert stat_mode(path) == 0o604                         # no mode given: the original's is kept
+    made = [name for name in _entries(files) if name.startswith("x.") and name.endswith(".bak")]
+    assert out == (str(files / made[0]) + "\n" if backup else "\n")
+    assert len(made) == (1 if backup else 0)
+    if backup:
+        assert (files / made[0]).read_bytes() == OLD and stat_mode(files / made[0]) == 0o604
+    # A lock file is made when one is named; a directory lock leaves nothing beside the file.
+    assert _entries(files) == sorted(["x"] + made + ([lock] if lock else []))
+
+
+@pytest.mark.parametrize("shell", WRITER_SHELLS, ids=" ".join)
+@pytest.mark.parametrize("lock", [None, "x.lock"])
+def test_the_writer_makes_a_missing_file_and_its_directory_with_the_mode_given(shell, files, lock):
+    path = files / "new" / "x"
+    rc, out, _err = _write(shell, path, expected=None, mode=0o640, lock=lock and str(files / lock), missing=True,
+                           backup=True)
+    assert (rc, out) == (0, "\n")                          # nothing to back up
+    assert path.read_bytes() == NEW and stat_mode(path) == 0o640 and stat_mode(path.parent) == 0o700
+    assert _entries(path.parent) == ["x"] and _entries(files) == sorted(["new"] + ([lock] if lock else []))
+
+
+@pytest.mark.parametrize("shell", WRITER_SHELLS, ids=" ".join)
+@pytest.mark.parametrize("there, expected, missing", [
+    (True, b"other\n", False),      # it changed since it was read
+    (True, b"other\n", True),
+    (True, None, True),             # it was made since it was read as missing
+    (False, OLD, True),             # it was removed since it was read
+])
+@pytest.mark.parametrize("lock", [None, "x.lock"])
+def test_the_writer_refuses_a_file_that_changed_and_leaves_nothing(shell, files, there, expected, missing, lock):
+    path = files / "x"
+    if there:
+        path.write_bytes(OLD)
+    rc, out, _err = _write(shell, path, expected=expected, mode=0o600 if missing else None, missing=missing,
+                           lock=lock and str(files / lock), backup=True)
+    assert (rc, out) == (_host.EXIT_CHANGED, "")
+    if there:
+        assert path.read_bytes() == OLD
+    assert _entries(files) == sorted((["x"] if there else []) + ([lock] if lock else []))
+
+
+@pytest.mark.parametrize("shell", WRITER_SHELLS, ids=" ".join)
+def test_the_writer_says_a_required_file_is_missing(shell, files):
+    rc, _out, err = _write(shell, files / "x", backup=True)
+    assert rc == _host.EXIT_MISSING and err.strip().endswith("No such file or directory")
+    assert _entries(files) == []
+
+
+@pytest.mark.parametrize("shell", WRITER_SHELLS, ids=" ".join)
+@pytest.mark.parametrize("which, make, kind", [
+    ("x", lambda p: p.symlink_to("elsewhere"), "symbolic link"),
+    ("x", lambda p: p.mkdir(), "directory"),
+    ("x", os.mkfifo, "fifo"),
+    ("x.lock", lambda p: p.symlink_to("elsewhere"), "symbolic link"),
+    ("x.lock", lambda p: p.mkdir(), "directory"),
+])
+@pytest.mark.parametrize("mode, missing", [(None, False), (0o600, True)])
+def test_the_writer_refuses_what_is_not_a_regular_file(shell, files, which, make, kind, mode, missing):
+    path = files / "x"
+    if which != "x":
+        path.write_bytes(OLD)
+    make(files / which)
+    before = _entries(files)
+    rc, out, err = _write(shell, path, mode=mode, missing=missing, lock=str(files / "x.lock"), backup=True)
+    # The first line names the file, the second says what it is (as stat -c %F calls it).
+    assert (rc, out, err) == (_host.EXIT_NOT_REGULAR, "", "%s is not a regular file\n%s\n" % (files / which, kind))
+    assert _entries(files) == before
+
+
+@pytest.mark.parametrize("shell", WRITER_SHELLS, ids=" ".join)
+@pytest.mark.parametrize("backup", [False, True])
+def test_a_lock_that_cannot_be_opened_leaves_no_temporary_file(shell, files, backup):
+    # A shell exits when exec's redirection fails (POSIX: a special built-in): the writer's own cleanup runs first.
+    path = files / "x"
+    path.write_bytes(OLD)
+    rc, _out, err = _write(shell, path, lock=str(files / "none" / "x.lock"), backup=backup)
+    assert rc == 1 and "x.lock" in err
+    assert path.read_bytes() == OLD and _entries(files) == ["x"]
+
+
+@pytest.mark.parametrize("lock", [None, "x.lock"])
+def test_the_writer_waits_for_its_lock(files, lock):
+    import fcntl
+    import time
+
+    path = files / "x"
+    path.write_bytes(OLD)
+    held = os.open(str(files / lock) if lock else str(files), (os.O_WRONLY | os.O_CREAT) if lock else os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        argv = _host.replace_argv(str(path), OLD, lock=lock and str(files / lock))
+        writer = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        writer.stdin.write(NEW)
+        writer.stdin.close()
+        time.sleep(0.5)
+        assert writer.poll() is None and path.read_bytes() == OLD
+    finally:
+        os.close(held)
+    assert writer.wait(timeout=30) == 0 and path.read_bytes() == NEW
+    writer.stdout.close()
+    writer.stderr.close()
+
+
+def test_the_writer_argv():
+    digest = _host.digest_of(OLD)
+    assert _host.replace_argv("/p", OLD) == ["sh", "-c", _host.REPLACE_SCRIPT, "sh", "/p", digest, "", "", "", "", ""]
+    assert _host.replace_argv("/p", None, mode=0o644, lock="/p.lock", missing=True, backup=True) == [
+        "sh", "-c", _host.REPLACE_SCRIPT, "sh", "/p", "-", "/p.lock", "644", "1", "1", ""]
+    assert _host.replace_argv("/p", OLD, remount=True) == _host.UNSHARE + [
+        "sh", "-c", _host.REPLACE_SCRIPT, "sh", "/p", digest, "", "", "", "", "1"]
+    with pytest.raises(ValueError):
+        _host.replace_argv("/p", None, missing=True)
+
+
+@pytest.mark.parametrize("which", ["x", "x.lock"])
+def test_replace_file_refuses_naming_the_file(files, which):
+    path = files / "x"
+    (files / which).symlink_to("elsewhere")
+    with pytest.raises(_host.HostFileError) as caught:
+        LocalHost().replace_file(str(path), NEW, None)
+    assert str(caught.value) == "%s is not a regular file" % (files / which) and caught.value.refused
+    assert _entries(files) == [which]
+
+
+def test_replace_file_writes_once_and_then_sees_the_change(files):
+    path = files / "x"
+    host = LocalHost()
+    assert host.replace_file(str(path), OLD, None, mode=0o644) is True
+    assert path.read_bytes() == OLD and stat_mode(path) == 0o644
+    assert host.replace_file(str(path), NEW, None) is False
+    assert host.replace_file(str(path), NEW, OLD) is True and stat_mode(path) == 0o600
+    assert _entries(files) == ["x", "x.lock"]

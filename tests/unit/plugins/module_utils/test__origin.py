@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _origin
+from ansible_collections.fleetos.layering.plugins.module_utils import _host, _origin
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
@@ -330,7 +330,7 @@ def test_read_missing_file_names_it(host, tmp_path):
     with pytest.raises(OriginError) as info:
         read_origin(host, str(missing))
     assert info.value.msg == "Failed to read origin %s: No such file or directory" % missing
-    assert info.value.details["rc"] == _origin.EXIT_MISSING
+    assert info.value.details["rc"] == _host.EXIT_MISSING
 
 
 def test_write_replaces_and_keeps_mode(host, target):
