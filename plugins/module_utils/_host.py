@@ -212,6 +212,8 @@ def replace_argv(path, expected, mode=None, lock=None, missing=False, backup=Fal
     return (list(UNSHARE) if remount else []) + ["sh", "-c", REPLACE_SCRIPT, "sh"] + args
 
 
+# Not the one writer: a file the host already has is put in place for a while and what was there put back
+# (RESTORE_SCRIPT), with no content read before to compare with; the job script (_job) runs it as well.
 # $1 the file to put in place, $2 where, $3 where the file that was there is kept meanwhile. Exit 6: $1
 # is $2 already (nothing to do); 3: $2 is not a regular file; else the copy, 0600, renamed into place.
 PLACE_SCRIPT = _REGULAR + r"""

@@ -61,7 +61,8 @@ KILL_AFTER = 10
 # $6 how many times to retry then, $7 the seconds between two runs; $8 the seconds the command may run, its
 # retries included, from the job's start (0: no bound); the rest is the command. Its output goes to output; then
 # the exit status, the step that gave it (place, run, or timeout: coreutils timeout ended the command past the
-# bound, TERM then KILL KILL_AFTER seconds later) and the number of runs go to rc.
+# bound, TERM then KILL KILL_AFTER seconds later) and the number of runs go to rc, renamed into place: the job is
+# the only writer of its private directory, so this is no compare-and-swap for the one writer (_host.REPLACE_SCRIPT).
 JOB_SCRIPT = r"""
 job=$1 src=$2 dst=$3 keep=$4 busy=$5 retries=$6 delay=$7 bound=$8
 shift 8
