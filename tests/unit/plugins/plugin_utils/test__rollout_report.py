@@ -110,7 +110,7 @@ def test_rollout_report_success_and_render():
     fleet = _fleet()[:1] + _fleet()[5:6]
     slots = [{"host": "n1", "pool": "a", "granted_at": 112.0, "released_at": 127.0, "holds_slot": False}]
     report = _rollout_report.rollout_report(fleet, {"started": ["n1"], "slots": slots, "budgets": {"a": 1}},
-                                    started_at=90, ended_at=140, started_at_text="t0")
+                                            started_at=90, ended_at=140, started_at_text="t0")
     assert report["result"] == "success" and report["stop_reason"] is None and report["slots"] == slots
     text = _rollout_report.rollout_report_markdown(report)
     assert "| n1 | a | activated | aaaaaaaaaaaa | bbbbbbbbbbbb | +20.0s | - | +30.0s | +35.0s | +37.0s | no |" in text
@@ -132,7 +132,7 @@ def test_rollout_report_activation_kinds():
     fleet[1]["os_activate_result"] = dict(fleet[1]["os_activate_result"], activation="full",
                                           activation_reason="bootc says no")
     report = _rollout_report.rollout_report(fleet, {"started": ["n1", "n2"], "budgets": {"a": 2}}, started_at=90,
-                                    ended_at=140)
+                                            ended_at=140)
     rows = dict((row["host"], row) for row in report["hosts"])
     assert (rows["n1"]["activation"], rows["n1"]["disruption_s"]) == ("soft", 5.0)
     assert (rows["n2"]["activation"], rows["n2"]["activation_reason"], rows["n2"]["disruption_s"]) == \
@@ -148,7 +148,7 @@ def test_a_host_declined_for_a_required_soft_reboot_is_not_activated_and_no_fail
     fleet = _fleet()[:1] + [dict(_fleet()[1], os_activate_result=None)]
     why = "soft reboot required, and bootc says the staged deployment is not soft-reboot capable"
     report = _rollout_report.rollout_report(fleet, {"started": ["n1"], "budgets": {"a": 1}, "declined": {"n2": why}},
-                                    started_at=90, ended_at=140)
+                                            started_at=90, ended_at=140)
     rows = dict((row["host"], row) for row in report["hosts"])
     assert (rows["n2"]["status"], rows["n2"]["reason"]) == ("not_activated", "staged, not activated: " + why)
     # Left staged on purpose: the run's result is staged, not failed (rc 0).
