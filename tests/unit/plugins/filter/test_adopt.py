@@ -36,6 +36,33 @@ def _image(digest=D1, labels=None, name=NAME):
     return {"image": "%s@%s" % (name, digest), "digest": digest, "labels": labels}
 
 
+BASE_DIFF_IDS = ["sha256:" + "a" * 64, "sha256:" + "b" * 64]
+
+
+def _derived_adoption(diff_ids):
+    """The plan of a host booted from a disk image on C1, for an image whose ostree base is BASE_DIFF_IDS."""
+    labels = {"ostree.bootable": "true", "ostree.commit": C1, "version": "1.0", "ostree.final-diffid": BASE_DIFF_IDS[-1]}
+    image = dict(_image(labels=labels), diff_ids=diff_ids)
+    return adopt.cloud_image_adopt_plan(_status(_deployment(C1, booted=True, origin=REFSPEC)), image)
+
+
+def test_the_base_image_alone_is_adopted_in_place():
+    plan = _derived_adoption(BASE_DIFF_IDS)
+    assert (plan["action"], plan["commit"], plan["reboot_required"]) == ("adopt", C1, False)
+
+
+@pytest.mark.parametrize(("diff_ids", "said"), [
+    (BASE_DIFF_IDS + ["sha256:" + "c" * 64], "has 1 layer(s) above its ostree base"),
+    (BASE_DIFF_IDS + ["sha256:" + "c" * 64, "sha256:" + "d" * 64], "has 2 layer(s) above its ostree base"),
+    (None, "layers that were not read"),
+])
+def test_a_derived_image_is_rebased_onto_never_adopted_on_its_inherited_commit_label(diff_ids, said):
+    plan = _derived_adoption(diff_ids)
+    assert (plan["action"], plan["commit"], plan["reboot_required"]) == ("rebase", None, True)
+    assert plan["origin_set"] == {}
+    assert said in plan["reason"] and C1[:12] in plan["reason"]
+
+
 def test_booted_commit_equal_to_the_label_is_adopted_in_place():
     status = _status(_deployment(C1, booted=True, origin=REFSPEC))
     plan = adopt.cloud_image_adopt_plan(status, _image())

@@ -161,6 +161,29 @@ def test_a_commit_match_pins_the_origin_without_a_reboot():
     assert other["action"] == "stage"
 
 
+BASE_DIFF_IDS = ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
+DERIVED_DIFF_IDS = BASE_DIFF_IDS + ["sha256:" + "3" * 64]
+
+
+@pytest.mark.parametrize(("booted", "diff_ids", "action", "commit"), [
+    (COMMIT, BASE_DIFF_IDS, "pin", COMMIT),
+    (COMMIT, DERIVED_DIFF_IDS, "stage", None),
+    (COMMIT, None, "stage", None),
+    (OLD_COMMIT, DERIVED_DIFF_IDS, "stage", None),
+], ids=["base image: pinned", "derived image: staged", "layers not read: staged", "derived image, booted elsewhere"])
+def test_a_derived_image_is_staged_never_pinned_on_its_inherited_commit_label(booted, diff_ids, action, commit):
+    """Layers after ostree.final-diffid make the host import a merge commit of its own: the label is not its commit."""
+    found = {"ostree.bootable": "true", "ostree.commit": COMMIT, "version": "1.0",
+             "ostree.final-diffid": BASE_DIFF_IDS[-1]}
+    inspected = {REG + "@" + AMD64: {"labels": found, "diff_ids": diff_ids, "digest": AMD64}}
+    disk = deployment(None, checksum=booted, origin="fedora:fedora/x86_64/coreos/stable")
+    plan = host_plan(assigned(REG + "@" + AMD64), "node01", resolutions=RESOLVED_PLAIN, status=status(disk),
+                     inspections=inspected)
+    assert (plan["action"], plan["commit"]) == (action, commit)
+    if action == "stage":
+        assert plan["origin_set"] == {} and plan["up_to_date"] is False
+
+
 def test_only_hosts_to_stage_with_a_booted_deployment_are_inspected():
     stage = host_plan(assigned(REG + ":stable"), "node01", resolutions=RESOLVED_INDEX, status=status(ON_OTHER))
     same = host_plan(assigned(REG + ":stable"), "node02", resolutions=RESOLVED_INDEX, status=status(FOLLOWING_TAG))

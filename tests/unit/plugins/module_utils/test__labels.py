@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Derived images: an image with layers after its ``ostree.final-diffid`` is imported by a
-host as a merge commit, so its inherited ``ostree.commit`` label is never its commit:
-the planner stages it and adoption rebases, never pins or adopts on that label."""
+"""The labels of an OS image: which commit, whether bootable, whether a legacy oscontainer; and derived images:
+an image with layers after its ``ostree.final-diffid`` is imported by a host as a merge commit, so its inherited
+``ostree.commit`` label is never its commit."""
 
 from __future__ import annotations
 
@@ -14,22 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.filter import adopt
-from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     derived_layer_count,
+    first_label,
+    image_commit,
     imported_commit,
+    is_bootable,
+    is_legacy_oscontainer,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
 SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")
 FIXTURES = SHARED / "reference" / "fixtures"
 
-REG = "198.51.100.1:5000/fleetos/os"
-DIGEST = "sha256:" + "a" * 64
 BASE_COMMIT = "d" * 64
 OTHER_COMMIT = "e" * 64
-REFSPEC = "fedora:fedora/x86_64/coreos/stable"
 
 
 def diff_id(char):
@@ -44,6 +42,44 @@ def labels(final=diff_id("2"), commit=BASE_COMMIT):
     if final is not None:
         found["ostree.final-diffid"] = final
     return found
+
+
+def test_the_first_label_set_in_the_order_asked():
+    found = {"a": "", "b": "2", "c": "3"}
+    assert first_label(found, ("a", "b", "c")) == "2"
+    assert first_label(found, ("c", "b")) == "3"
+    assert first_label(found, ("a", "z")) is None
+    assert first_label({}, ()) is None
+
+
+@pytest.mark.parametrize(("found", "commit"), [
+    ({"ostree.commit": BASE_COMMIT, "com.coreos.ostree-commit": OTHER_COMMIT}, BASE_COMMIT),
+    ({"com.coreos.ostree-commit": OTHER_COMMIT, "io.openshift.os-commit": BASE_COMMIT}, OTHER_COMMIT),
+    ({"io.openshift.os-commit": BASE_COMMIT}, BASE_COMMIT),
+    ({"ostree.commit": "", "io.openshift.os-commit": BASE_COMMIT}, BASE_COMMIT),
+    ({"version": "1.0"}, None),
+], ids=["ostree.commit first", "then the legacy label", "then OpenShift's", "an empty label is not set", "none"])
+def test_image_commit_trusts_the_commit_labels_in_their_order(found, commit):
+    assert image_commit(found) == commit
+
+
+@pytest.mark.parametrize(("found", "bootable", "legacy"), [
+    ({"ostree.bootable": "true"}, True, False),
+    ({"ostree.bootable": "TRUE"}, True, False),
+    ({"ostree.bootable": "1"}, True, False),
+    ({"containers.bootc": "1"}, True, False),
+    ({"containers.bootc": "True"}, True, False),
+    ({"ostree.bootable": "false", "containers.bootc": "0"}, False, False),
+    ({"ostree.bootable": "yes"}, False, False),
+    ({"ostree.commit": BASE_COMMIT}, False, False),
+    ({"com.coreos.ostree-commit": BASE_COMMIT}, False, True),
+    ({"com.coreos.ostree-commit": BASE_COMMIT, "ostree.bootable": "true"}, True, False),
+    ({"com.coreos.ostree-commit": ""}, False, False),
+    ({}, False, False),
+])
+def test_bootable_and_legacy_oscontainer(found, bootable, legacy):
+    assert is_bootable(found) is bootable
+    assert is_legacy_oscontainer(found) is legacy
 
 
 # labels, diff_ids, derived layers, commit a host gets (None: not known from the image)
@@ -93,60 +129,3 @@ def test_real_image_configurations(name, derived):
     found, diff_ids = config["config"]["Labels"], config["rootfs"]["diff_ids"]
     assert derived_layer_count(found, diff_ids) == derived
     assert imported_commit(found, diff_ids) == (found["ostree.commit"] if derived == 0 else None)
-
-
-def deployment(checksum, origin=REFSPEC):
-    return {"checksum": checksum, "image": None, "origin": origin}
-
-
-def plan_for(booted_checksum, diff_ids, transport=None):
-    """host_plan of a host booted from a disk image on booted_checksum, targeting REG@DIGEST."""
-    assignment = {"source": "nodeName", "name": "mi", "image": "%s@%s" % (REG, DIGEST), "transport": transport,
-                  "paused": False, "reason": "MachineImage 'mi' names node01", "defined_in": "mi.yaml"}
-    inspections = {"%s@%s" % (REG, DIGEST): {"labels": labels(), "diff_ids": diff_ids, "digest": DIGEST}}
-    resolutions = {"results": [{"item": "%s@%s" % (REG, DIGEST), "digest": DIGEST, "index": False,
-                                "image": "%s@%s" % (REG, DIGEST), "manifests": {}}]}
-    return host_plan(assignment, "node01", resolutions=resolutions, inspections=inspections,
-                     status={"booted": deployment(booted_checksum), "staged": None, "architecture": "amd64"})
-
-
-@pytest.mark.parametrize(("diff_ids", "action", "commit"), [
-    (BASE_DIFF_IDS, "pin", BASE_COMMIT),
-    (BASE_DIFF_IDS + [diff_id("3")], "stage", None),
-    (None, "stage", None),
-], ids=["base image: pinned", "derived image: staged", "layers not read: staged"])
-def test_a_host_booted_on_the_base_commit(diff_ids, action, commit):
-    plan = plan_for(BASE_COMMIT, diff_ids)
-    assert (plan["action"], plan["commit"]) == (action, commit)
-    if action == "stage":
-        assert plan["origin_set"] == {} and plan["up_to_date"] is False
-
-
-def test_a_derived_image_is_staged_on_a_host_booted_elsewhere_too():
-    plan = plan_for(OTHER_COMMIT, BASE_DIFF_IDS + [diff_id("3")])
-    assert (plan["action"], plan["commit"]) == ("stage", None)
-
-
-def adoption(diff_ids):
-    status = _rpm_ostree.parse_status({"deployments": [
-        {"id": "fedora-coreos-%s.0" % BASE_COMMIT, "osname": "fedora-coreos", "checksum": BASE_COMMIT,
-         "serial": 0, "booted": True, "staged": False, "origin": REFSPEC}]})
-    image = {"image": "%s@%s" % (REG, DIGEST), "digest": DIGEST, "labels": labels(), "diff_ids": diff_ids}
-    return adopt.cloud_image_adopt_plan(status, image)
-
-
-def test_adoption_adopts_the_base_image_in_place():
-    plan = adoption(BASE_DIFF_IDS)
-    assert (plan["action"], plan["commit"], plan["reboot_required"]) == ("adopt", BASE_COMMIT, False)
-
-
-@pytest.mark.parametrize(("diff_ids", "said"), [
-    (BASE_DIFF_IDS + [diff_id("3")], "has 1 layer(s) above its ostree base"),
-    (BASE_DIFF_IDS + [diff_id("3"), diff_id("4")], "has 2 layer(s) above its ostree base"),
-    (None, "layers that were not read"),
-])
-def test_adoption_rebases_onto_a_derived_image(diff_ids, said):
-    plan = adoption(diff_ids)
-    assert (plan["action"], plan["commit"], plan["reboot_required"]) == ("rebase", None, True)
-    assert plan["origin_set"] == {}
-    assert said in plan["reason"] and BASE_COMMIT[:12] in plan["reason"]
