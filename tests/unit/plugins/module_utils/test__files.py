@@ -11,7 +11,6 @@ import stat
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._files import place_file, replace_file
-from ansible_collections.fleetos.layering.plugins.module_utils._composer import BlobCache
 
 
 def test_replace_file_writes_whole_with_its_mode(tmp_path):
@@ -37,18 +36,3 @@ def test_a_failed_fill_leaves_the_file_as_it_was_and_no_temporary_file(tmp_path)
         place_file(str(path), fill, prefix=".tmp-")
     assert path.read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["index.json"]
-
-
-def test_the_compose_cache_leaves_no_temporary_file_when_it_cannot_write(tmp_path, monkeypatch):
-    cache = BlobCache(str(tmp_path))
-    cache.put("config", b"{}", "sha256:" + "ab" * 32)
-    assert cache.get("config", "sha256:" + "ab" * 32) == b"{}"
-
-    def refuse(src, dst):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", refuse)
-    monkeypatch.setattr(os, "rename", refuse)
-    cache.put("config", b"{}", "sha256:" + "cd" * 32)  # a cache that cannot be written is not an error
-    assert cache.get("config", "sha256:" + "cd" * 32) is None
-    assert os.listdir(tmp_path / "config") == ["sha256-" + "ab" * 32]
