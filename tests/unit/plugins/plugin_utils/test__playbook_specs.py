@@ -8,12 +8,8 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import (
-    playbook_argument_spec,
-    playbook_variable_errors,
-    playbook_variables,
-)
 from ansible_collections.fleetos.layering.plugins.filter.rollout import rollout_budget
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _playbook_specs
 
 HOSTS = ["db-01", "db-02", "db-03", "web-01", "web-02", "web-03", "web-04"]
@@ -27,14 +23,14 @@ def results(values_of):
 
 def test_every_playbook_has_a_spec():
     assert _playbook_specs.playbooks() == ["adopt", "compose", "plan", "rollback", "rollout", "status"]
-    assert playbook_argument_spec("plan")["fleetos_plan_read_status"]["type"] == "bool"
+    assert _playbook_specs.load_spec("plan")["fleetos_plan_read_status"]["type"] == "bool"
 
 
 def test_a_playbook_without_a_spec_is_named_with_the_ones_that_have_one():
-    with pytest.raises(AnsibleFilterError) as exc:
-        playbook_argument_spec("deploy")
-    assert str(exc.value) == ("The playbook 'deploy' has no argument spec in playbooks/specs; expected one of adopt, "
-                              "compose, plan, rollback, rollout, status.")
+    with pytest.raises(InvalidInputError) as exc:
+        _playbook_specs.load_spec("deploy")
+    assert exc.value.msg == ("The playbook 'deploy' has no argument spec in playbooks/specs; expected one of adopt, "
+                             "compose, plan, rollback, rollout, status.")
 
 
 @pytest.mark.parametrize("values, sentences", [
@@ -54,7 +50,7 @@ def test_a_playbook_without_a_spec_is_named_with_the_ones_that_have_one():
       "The variable fleetos_rollout_activate is 'maybe'; it must be true or false."]),
 ], ids=["valid", "budget", "two-variables", "choice", "bool-and-dict"])
 def test_an_extra_variable_is_named_once_for_every_host(values, sentences):
-    assert playbook_variable_errors(results(lambda host: values), "rollout") == sentences
+    assert _playbook_specs.variable_errors(results(lambda host: values), "rollout") == sentences
 
 
 @pytest.mark.parametrize("values", [
@@ -63,8 +59,8 @@ def test_an_extra_variable_is_named_once_for_every_host(values, sentences):
     {"fleetos_rollout_canary": 2},
 ])
 def test_plain_values_give_the_sentences_of_validate_argument_spec_results(values):
-    assert playbook_variable_errors({host: values for host in HOSTS}, "rollout") == playbook_variable_errors(
-        results(lambda host: values), "rollout")
+    plain = _playbook_specs.variable_errors({host: values for host in HOSTS}, "rollout")
+    assert plain == _playbook_specs.variable_errors(results(lambda host: values), "rollout")
 
 
 @pytest.mark.parametrize("option, value, key", [
@@ -79,29 +75,22 @@ def test_a_value_is_validated_once_per_key(option, value, key):
     assert _playbook_specs._key(option, value) == key
 
 
-def test_playbook_variables_reads_the_spec_variables_each_host_has():
-    hostvars = {"web-01": {"fleetos_pool": "web", "fleetos_node_labels": {"zone": "a"}, "not_a_spec_variable": 1},
-                "db-01": {}}
-    assert playbook_variables(["web-01", "db-01"], hostvars, "plan") == {
-        "web-01": {"fleetos_pool": "web", "fleetos_node_labels": {"zone": "a"}}, "db-01": {}}
-
-
 def test_an_inventory_variable_names_the_hosts_that_have_the_value():
-    found = playbook_variable_errors(results(
+    found = _playbook_specs.variable_errors(results(
         lambda host: {"fleetos_pool_paused": "maybe" if host.startswith("db") else False}), "rollout")
     assert found == ["The variable fleetos_pool_paused is 'maybe' on db-01, db-02, db-03; it must be true or false."]
 
 
 def test_many_hosts_are_counted_after_the_first_five():
-    found = playbook_variable_errors(results(
+    found = _playbook_specs.variable_errors(results(
         lambda host: {"fleetos_pool_paused": "maybe" if host != "db-01" else True}), "rollout")
     assert found == ["The variable fleetos_pool_paused is 'maybe' on db-02, db-03, web-01, web-02, web-03 and 1 more "
                      "hosts; it must be true or false."]
 
 
 def test_a_failure_this_filter_cannot_word_is_not_dropped():
-    found = playbook_variable_errors({"web-01": {"failed": False, "argument_errors": ["something\nelse went wrong"],
-                                                 "validate_args_context": {"values": {}}}}, "plan")
+    result = {"failed": False, "argument_errors": ["something\nelse went wrong"], "validate_args_context": {"values": {}}}
+    found = _playbook_specs.variable_errors({"web-01": result}, "plan")
     assert found == ["The fleetos_ variables of web-01 failed their argument spec: something else went wrong."]
 
 
@@ -125,7 +114,7 @@ def test_each_bad_field_of_a_pools_maintenance_windows_is_named_with_its_hosts()
         if host.startswith("db"):
             return {"fleetos_rollout_windows": bad, "fleetos_rollout_windows_timezone": "Europe/Berlin"}
         return {"fleetos_rollout_windows": good, "fleetos_rollout_windows_timezone": "Mars/Base"}
-    found = playbook_variable_errors(results(values), "rollout")
+    found = _playbook_specs.variable_errors(results(values), "rollout")
     assert found == [
         "The variable fleetos_rollout_windows[0].days[1] is 'Sunday' on db-01, db-02, db-03; it must be a list of days"
         " among Mon, Tue, Wed, Thu, Fri, Sat, Sun, each once.",
@@ -133,7 +122,7 @@ def test_each_bad_field_of_a_pools_maintenance_windows_is_named_with_its_hosts()
         " 24-hour time, such as \"02:30\".",
         "The variable fleetos_rollout_windows_timezone is 'Mars/Base' on web-01, web-02, web-03, web-04; it must be an"
         " IANA time zone name such as Europe/Berlin, or localtime or UTC."]
-    assert playbook_variable_errors(results(lambda host: {"fleetos_rollout_windows": good}), "plan") == []
-    assert playbook_variable_errors(results(lambda host: {"fleetos_rollout_windows": "Sat 02:00"}), "rollout") == [
+    assert _playbook_specs.variable_errors(results(lambda host: {"fleetos_rollout_windows": good}), "plan") == []
+    assert _playbook_specs.variable_errors(results(lambda host: {"fleetos_rollout_windows": "Sat 02:00"}), "rollout") == [
         "The variable fleetos_rollout_windows is 'Sat 02:00'; it must be a list of mappings with the keys days, start"
         " and length_minutes, or empty."]
