@@ -84,6 +84,10 @@ LOOK_AGAIN = 1.0
 SAY_EVERY = 30.0
 # Seconds between two looks for a result while nothing was started and nothing came back.
 WAIT_STEP = 0.005
+# Seconds a book as read answers the strategy's looks at the parked hosts and the free forks after its file was
+# written again: at a thousand hosts the book changes every few milliseconds, and each read parses it. What a
+# host's own last step wrote (a parked boot's wake_at) is always read fresh.
+READ_GAP = 0.25
 # Forks beyond the budget slots of a book (for the stages to collect and the hosts to read meanwhile): with
 # fewer, a boot wait gives its fork back every _slots.BOOT_SLICE seconds, and runs again.
 SPARE_FORKS = 2
@@ -163,7 +167,7 @@ class StrategyModule(FreeStrategyModule):
         super().__init__(tqm)
         self._parked = []        # [(book path, host, task, task_vars, play_context)], in the order parked
         self._launched = {}      # book path -> hosts let go to ask, not seen holding or done yet
-        self._books = {}         # book path -> (file identity, book)
+        self._books = {}         # book path -> (file identity, book, when read)
         self._fixed = {}         # book path -> (each host's place in the rollout order, the book's slots)
         self._iterator = None
         self._running = _Running(self)
@@ -255,13 +259,14 @@ class StrategyModule(FreeStrategyModule):
             return None
         return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
-    def _read_book(self, path):
-        """The book at ``path`` (read again only when its file was replaced), or None."""
+    def _read_book(self, path, fresh=False):
+        """The book at ``path``, or None: read again when its file was replaced, READ_GAP seconds after the last
+        read at the soonest unless ``fresh``."""
         identity = self._identity(path)
         if identity is None:
             return None
         cached = self._books.get(path)
-        if cached and cached[0] == identity:
+        if cached and (cached[0] == identity or not fresh and self._clock() - cached[2] < READ_GAP):
             return cached[1]
         try:
             book = Book.read(path)
@@ -271,14 +276,15 @@ class StrategyModule(FreeStrategyModule):
         # per book: its hosts, their order and the budgets do not change.
         if path not in self._fixed:
             self._fixed[path] = ({h: i for i, h in enumerate(book.order)}, book.slot_count())
-        self._books[path] = (identity, book)
+        self._books[path] = (identity, book, self._clock())
         return book
 
     # -- the decisions -----------------------------------------------------------------
 
     def _may_run(self, path, host, task):
-        """Whether ``host`` may run ``task`` now: -> (yes, why it waits)."""
-        book = self._read_book(path)
+        """Whether ``host`` may run ``task`` now: -> (yes, why it waits). A boot wait reads the book fresh: the host's
+        last step may have parked it."""
+        book = self._read_book(path, fresh=self._is_continue(task))
         if book is None or host not in book:
             return True, None
         if self._is_gate(task):
@@ -332,7 +338,7 @@ class StrategyModule(FreeStrategyModule):
             # slots need, it ends within _slots.BOOT_SLICE and parks the host again, and it runs again here.
             name = host.get_name()
             self._repeat.pop(name, None)
-            book = self._read_book(path)
+            book = self._read_book(path, fresh=True)
             wake = book.wakes_at(name) if book is not None and name in book else None
             if wake is not None and len(self._workers) < self._fixed[path][1] + SPARE_FORKS:
                 task_vars[_slots.REPEATS_VAR] = True
@@ -381,7 +387,7 @@ class StrategyModule(FreeStrategyModule):
             if self._blocked_hosts.get(name, False):
                 continue
             del self._continuing[name]
-            book = self._read_book(path)
+            book = self._read_book(path, fresh=True)
             if book is None or book.wakes_at(name) in (None, wake) or name not in self._running:
                 continue
             try:
@@ -392,11 +398,12 @@ class StrategyModule(FreeStrategyModule):
                 self._repeat[name] = task
 
     def _books_changed(self):
-        """Whether a book with parked hosts was written since it was read (one stat per book)."""
+        """Whether a book with parked hosts was written since it was read, READ_GAP seconds ago or more (one stat
+        per book)."""
         for path in set(item[0] for item in self._parked):
             identity = self._identity(path)
             cached = self._books.get(path)
-            if identity is None or not cached or cached[0] != identity:
+            if identity is None or not cached or cached[0] != identity and self._clock() - cached[2] >= READ_GAP:
                 return True
         return False
 

@@ -104,6 +104,8 @@ def test_a_slot_request_waits_off_the_forks_until_its_pool_has_a_free_slot(tmp_p
     patch_queue(monkeypatch)
     book, path = fresh(tmp_path)
     module = strategy(path)
+    clock = [1000.0]
+    module._clock = lambda: clock[0]
     acquire = Task("fleetos.layering.os_activate_slot", "acquire")
     for name in ("n3", "n2", "n4"):
         queue(module, name, acquire, path)
@@ -115,6 +117,12 @@ def test_a_slot_request_waits_off_the_forks_until_its_pool_has_a_free_slot(tmp_p
     _slots.record_event(book, "n1", "verified", 2)
     _slots.release(book, "n1", 2)
     os.utime(write(tmp_path, book), ns=(1, 10 ** 18))
+    # Within READ_GAP of its last read the book as read answers: the new one is not read, nobody goes yet.
+    clock[0] += slots.READ_GAP / 2
+    module._let_go()
+    assert module.queued == ["n4"] and not module._books_changed()
+    clock[0] += slots.READ_GAP / 2
+    assert module._books_changed()
     module._let_go()
     assert module.queued == ["n4", "n2"]
     # The slot is spoken for until n2 asks: n3 stays.
@@ -371,6 +379,12 @@ def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue
     path = write(tmp_path, book)
     module._boot_waits_go_on()
     assert module._repeat == {}
+    # The same strategy read the book before the reboot command parked n1 (within READ_GAP): its boot wait reads
+    # the book fresh, and is told that it runs again.
+    module._wall = lambda: 0.0
+    task_vars = {"os_activate_book": {"path": path}}
+    module._queue_task(Host("n1"), boot, task_vars, None)
+    assert module.queued == ["n1", "n1"] and task_vars[_slots.REPEATS_VAR] is True
     # The boot wait, with forks enough for the 2 slots and the spare ones: it waits to the end, in one run.
     module = strategy(path, forks=2 + slots.SPARE_FORKS)
     task_vars = {"os_activate_book": {"path": path}}
