@@ -16,9 +16,12 @@ when the run stops) are plugin_utils/_slots.py's, pure functions of the data and
 
 The file: every fork of the run reads and writes the book under an exclusive file lock (:meth:`Book.locked`),
 so the forks share one counting semaphore per pool; the strategy reads it without the lock (:meth:`Book.read`):
-every write replaces the file whole. What only one host's steps read (its activation record, what op acquire
-was given for it) is kept in a file per host beside it (:class:`HostFiles`), so that a step reads and writes a
-few hundred bytes per host of the fleet, not all of every host's.
+every write replaces the file whole. The book's file holds what changes and concerns the whole run (the grants,
+the failures, the stop); beside it, in ``<book>.d``, are what does not change once written (the order, each
+host's pool, the budgets: :data:`STATIC`, read once per process), each pool's host entries (:class:`PoolFiles`),
+and what only one host's steps read (its activation record, what op acquire was given for it:
+:class:`HostFiles`). A step of one host then reads and writes its pool's hosts and a few names per host of the
+fleet, not every host's state.
 """
 
 from __future__ import annotations
@@ -149,8 +152,8 @@ class Book:
     def slot_count(self):
         """How many slots the pools can hold at once: each pool's budget, at most its hosts."""
         pools = {}
-        for entry in self._data["hosts"].values():
-            pools[entry["pool"]] = pools.get(entry["pool"], 0) + 1
+        for pool in self._data["pool_of"].values():
+            pools[pool] = pools.get(pool, 0) + 1
         return sum(min(count, self._data["pools"][pool]["budget"]) for pool, count in pools.items())
 
     def holders(self, pool):
@@ -270,7 +273,7 @@ def create_book_file(book, directory=None, owner=None):
     remove_stale_books(directory)
     folder = tempfile.mkdtemp(prefix="fleetos-slots-%d-" % owner, dir=directory)
     path = os.path.join(folder, "book.json")
-    _write(path, book)
+    _write_new(path, book)
     return path
 
 
@@ -307,6 +310,30 @@ def _dumps(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _write_changed(folder, values, texts, file_of, prefix):
+    """Write each of ``values`` (key -> value) whose text is not its text in ``texts`` (key -> the text read or
+    written last) to its file, ``file_of(key)`` in ``folder``: -> their keys."""
+    changed = []
+    for key, value in values.items():
+        text = _dumps(value)
+        if text != texts.get(key):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            replace_file(file_of(key), text.encode(), prefix=prefix)
+            texts[key] = text
+            changed.append(key)
+    return changed
+
+
+def _read_json(name, what):
+    """-> (the value of the JSON file ``name``, its text); SlotError naming ``what`` when it cannot be read."""
+    try:
+        with open(name) as handle:
+            text = handle.read()
+        return json.loads(text), text
+    except (OSError, ValueError) as exc:
+        raise SlotError("%s cannot be read: %s" % (what, exc))
+
+
 class HostFiles(MutableMapping):
     """One of the book's mappings of host to entry (its records, what op acquire was given for each host), kept as
     a file per host in ``<book>.d`` (``<letter><place in the book's order>.json``). A host's entry is read when a
@@ -332,13 +359,7 @@ class HostFiles(MutableMapping):
         if host not in self.loaded:
             if host not in self._names:
                 raise KeyError(host)
-            try:
-                with open(self._file(host)) as handle:
-                    text = handle.read()
-                self.loaded[host] = json.loads(text)
-            except (OSError, ValueError) as exc:
-                raise SlotError("the slot book's file of %s cannot be read: %s" % (host, exc))
-            self._texts[host] = text
+            self.loaded[host], self._texts[host] = _read_json(self._file(host), "the slot book's file of %s" % host)
         return self.loaded[host]
 
     def __setitem__(self, host, entry):
@@ -356,24 +377,102 @@ class HostFiles(MutableMapping):
     def save(self):
         """Write each entry this step changed to its file (the book's file is written after them); -> the sorted
         names of the hosts that have one."""
-        for host, entry in self.loaded.items():
-            text = _dumps(entry)
-            if text != self._texts.get(host):
-                os.makedirs(self._folder, mode=0o700, exist_ok=True)
-                replace_file(self._file(host), text.encode(), prefix=".side-")
-                self._texts[host] = text
-                self._names.add(host)
+        self._names.update(_write_changed(self._folder, self.loaded, self._texts, self._file, ".side-"))
         return sorted(self._names)
+
+
+class PoolFiles(MutableMapping):
+    """The book's host entries (host -> its state in the book), kept as a file per pool in ``<book>.d``
+    (``p<place of the pool among the book's pools, sorted>.json``). A pool's file is read when a step first asks for
+    one of its hosts, so that a step of one host reads and writes its pool's hosts, not the fleet's; :meth:`save`
+    writes the pools the step changed. ``pool_of``: host -> pool, in rollout order (the book's static part)."""
+
+    def __init__(self, folder, pool_of, loaded=None):
+        self._folder, self._pool_of = folder, pool_of
+        self._places = {pool: index for index, pool in enumerate(sorted(set(pool_of.values())))}
+        self._pools = {}
+        self._texts = {}
+        for host, entry in (loaded or {}).items():
+            self._pools.setdefault(pool_of[host], {})[host] = entry
+
+    def _file(self, pool):
+        return os.path.join(self._folder, "p%d.json" % self._places[pool])
+
+    def _pool(self, pool):
+        if pool not in self._pools:
+            self._pools[pool], self._texts[pool] = _read_json(self._file(pool), "the slot book's file of pool %s" % pool)
+        return self._pools[pool]
+
+    def __contains__(self, host):
+        return host in self._pool_of
+
+    def __getitem__(self, host):
+        return self._pool(self._pool_of[host])[host]
+
+    def __setitem__(self, host, entry):
+        self._pool(self._pool_of[host])[host] = entry
+
+    def __delitem__(self, host):
+        raise SlotError("a host is not removed from the slot book (%s)" % host)
+
+    def __iter__(self):
+        return iter(self._pool_of)
+
+    def __len__(self):
+        return len(self._pool_of)
+
+    def save(self, written):
+        """Write each pool this step changed to its file (the book's file is written after them): -> ``written``
+        (pool -> how many times its file was written) with theirs counted, which goes into the book's file, so
+        that every change of a pool changes the book's file too."""
+        written = dict(written or {})
+        for pool in _write_changed(self._folder, self._pools, self._texts, self._file, ".pool-"):
+            written[pool] = written.get(pool, 0) + 1
+        return written
+
+
+# The book's keys that do not change once it is written (its static part, read once per process and file).
+STATIC = ("version", "opened_at", "order", "pool_of", "pools", "max_failures", "canary", "settle")
+# The static parts read by this process: file -> (its identity, the part).
+_STATIC_READ = {}
 
 
 def _side_folder(path):
     return path + ".d"
 
 
+def _static_file(path):
+    return os.path.join(_side_folder(path), "s.json")
+
+
+def _static(path):
+    """The book's static part, read once per process and file (a worker forked after the strategy read it has it)."""
+    name = _static_file(path)
+    try:
+        stat = os.stat(name)
+    except OSError as exc:
+        raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
+    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    cached = _STATIC_READ.get(name)
+    if cached and cached[0] == identity:
+        return cached[1]
+    static = _read_json(name, "the slot book %s" % path)[0]
+    if len(_STATIC_READ) > 8:
+        _STATIC_READ.clear()
+    _STATIC_READ[name] = (identity, static)
+    return static
+
+
 def _text(book, path):
-    """The text of the book's file; the per-host mappings' changed entries are written to their files first."""
+    """The text of the book's file (its changing part); the pools' and the per-host mappings' changed entries are
+    written to their files first."""
     # A key that starts with _ is worked out from the others when the book is read (members()), not written.
-    shared = dict((key, value) for key, value in book.items() if not key.startswith("_"))
+    shared = dict((key, value) for key, value in book.items() if not key.startswith("_") and key not in STATIC)
+    shared["version"] = book["version"]
+    hosts = shared.pop("hosts")
+    if not isinstance(hosts, PoolFiles):
+        hosts = PoolFiles(_side_folder(path), book["pool_of"], loaded=hosts)
+    shared["pools_written"] = hosts.save(book.get("pools_written"))
     for key, letter, names in SIDE:
         files = shared.pop(key, None)
         if not isinstance(files, HostFiles):
@@ -387,16 +486,22 @@ def _write(path, book, text=None):
     replace_file(path, (text if text is not None else _text(book, path)).encode(), prefix=".book-")
 
 
+def _write_new(path, book):
+    """Write a new book: its static part, its pools, then its file."""
+    os.makedirs(_side_folder(path), mode=0o700, exist_ok=True)
+    replace_file(_static_file(path), _dumps(dict((key, book[key]) for key in STATIC)).encode(), prefix=".static-")
+    _write(path, book)
+
+
 def _load(path):
-    """-> (the book, its text as written); its per-host mappings read from their files when asked for."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-        book = json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise SlotError("the slot book %s cannot be read: %s" % (path, exc))
-    if not isinstance(book, dict) or book.get("version") != _slots.VERSION:
+    """-> (the book, its text as written); its pools' and per-host mappings' entries read from their files when
+    asked for."""
+    shared, text = _read_json(path, "the slot book %s" % path)
+    if not isinstance(shared, dict) or shared.get("version") != _slots.VERSION:
         raise SlotError("the slot book %s is not a book of this collection's version" % path)
+    book = dict(_static(path))
+    book.update(shared)
+    book["hosts"] = PoolFiles(_side_folder(path), book["pool_of"])
     for key, letter, names in SIDE:
         book[key] = HostFiles(_side_folder(path), letter, book["order"], book.pop(names, ()))
     return book, text

@@ -33,7 +33,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import on
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, status_digest
 from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import schedule
 
-VERSION = 1
+VERSION = 2
 STATES = ("queued", "waiting", "holding", "done", "lost", "not_activated")
 # The phases of an activation, as far as it got: a failure is handled by the phase.
 PHASES = ("prepare", "reboot", "verify", "health", "post", "rollback")
@@ -92,7 +92,7 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
     if not isinstance(budgets, dict):
         raise SlotError("budgets must be a mapping of pool to a count of slots, not %r" % (budgets,))
     book = {
-        "version": VERSION, "opened_at": float(now), "order": [], "hosts": {}, "pools": {},
+        "version": VERSION, "opened_at": float(now), "order": [], "pool_of": {}, "hosts": {}, "pools": {},
         "max_failures": _int(max_failures, "max_failures", 1), "canary": [], "canary_verified": False, "canary_closed": False,
         "stop": None, "blocked": {}, "grants": [], "records": {}, "activations": {}, "failed": [],
         "settle": float(settle),
@@ -108,6 +108,7 @@ def new_book(hosts, budgets, max_failures, canary=0, now=0.0, settle=SETTLE):
         book["pools"].setdefault(pool, {"budget": _int(budgets[pool], "the budget of pool %s" % pool, 0)})
         _pool_windows(book["pools"][pool], pool, host, item)
         book["order"].append(host)
+        book["pool_of"][host] = pool
         book["hosts"][host] = {"pool": pool, "state": "queued", "locked": False, "first": bool(item.get("first")),
                                "asked_at": None, "granted_at": None, "released_at": None}
     book["canary"] = book["order"][:_int(canary or 0, "canary", 0)]
@@ -146,9 +147,10 @@ def window_problem(book, pool, now, default_seconds):
         return None
     needed = windows.get("activation_seconds")
     if needed is None:
-        measured = [book["hosts"][h]["released_at"] - book["hosts"][h]["granted_at"] for h in book["grants"]
-                    if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] == "done"
-                    and book["hosts"][h]["released_at"] is not None]
+        # The pool's hosts that were granted a slot and freed it (a look at this pool's hosts only).
+        entries = [book["hosts"][h] for h in members(book, pool)]
+        measured = [e["released_at"] - e["granted_at"] for e in entries
+                    if e["state"] == "done" and e["released_at"] is not None]
         needed = max(measured) if measured else default_seconds
     sched = schedule(windows["windows"], windows["timezone"])
     moment = datetime.fromtimestamp(float(now), timezone.utc)
@@ -173,13 +175,14 @@ def host_entry(book, host):
 
 def members(book, pool):
     """The hosts of ``pool`` in rollout order. A book's pools and order do not change: the list is worked out once
-    per book as read (kept under ``_members``, which is not written), so that a look at one pool does not go
-    through every host of the book."""
+    per book as read (kept under ``_members``, which is not written) from the order and each host's pool, so that a
+    look at one pool does not go through every host of the book, nor read their entries."""
     index = book.get("_members")
     if index is None:
         index = {}
+        pool_of = book["pool_of"]
         for host in book["order"]:
-            index.setdefault(book["hosts"][host]["pool"], []).append(host)
+            index.setdefault(pool_of[host], []).append(host)
         book["_members"] = index
     return index.get(pool, [])
 
@@ -311,8 +314,8 @@ def lease_can_wait(book, host):
     """
     entry = host_entry(book, host)
     pool = entry["pool"]
-    before = book["order"][:book["order"].index(host)]
-    ahead = [h for h in before if book["hosts"][h]["pool"] == pool and book["hosts"][h]["state"] in ("queued", "waiting")]
+    hosts = members(book, pool)
+    ahead = [h for h in hosts[:hosts.index(host)] if book["hosts"][h]["state"] in ("queued", "waiting")]
     return len(ahead) >= book["pools"][pool]["budget"] > 0
 
 

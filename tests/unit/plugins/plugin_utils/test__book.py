@@ -71,10 +71,11 @@ def test_each_host_s_record_and_activation_are_a_file_of_their_own_read_when_ask
                 book.record_failure(name, "Check", {"msg": "unhealthy"}, 3.0, rollback=False)
             else:
                 book.record_event(name, "verified", 3.0)
-    # The book's own file holds a few hundred bytes per host, however much each host's record and activation hold.
-    assert os.path.getsize(path) < 200 * len(names)
+    # The book's own file holds a few names per host, however much each host's record and activation hold: the
+    # hosts' entries are their pool's file, the order and the budgets the static part's.
+    assert os.path.getsize(path) < 40 * len(names)
     assert sorted(os.listdir(path + ".d")) == sorted(["a%d.json" % i for i in range(100)]
-                                                     + ["r%d.json" % i for i in range(100)])
+                                                     + ["r%d.json" % i for i in range(100)] + ["p0.json", "s.json"])
     with Book.locked(path) as book:
         # Who failed is known without reading any record.
         records = book.data["records"]
@@ -179,3 +180,27 @@ def test_drop_answers_why_the_run_stopped():
     assert book.drop("n3", "stage failed: registry down", 1, failed=True) == (
         "1 stage(s) failed (n3), max_failures is 1")
     assert book.stop == "1 stage(s) failed (n3), max_failures is 1" and book.try_acquire("n1", 2)[0] == "refused"
+
+
+def test_a_step_of_one_host_reads_and_writes_its_pool_s_file_only(tmp_path):
+    hosts = [{"host": "%s%d" % (pool, i), "pool": pool} for pool in "abc" for i in range(3)]
+    path = Book.new(hosts, {"a": 1, "b": 1, "c": 1}, 1).create_file(str(tmp_path), owner=os.getpid())
+    folder = path + ".d"
+
+    def identities():
+        return {name: os.stat(os.path.join(folder, name)).st_ino for name in sorted(os.listdir(folder))}
+    before = identities()
+    assert sorted(before) == ["p0.json", "p1.json", "p2.json", "s.json"]
+    with Book.locked(path) as book:
+        grant(book, "b1")
+        assert sorted(book.data["hosts"]._pools) == ["b"]
+    after = identities()
+    # Pool b's file was replaced (b1 holds its slot, and has a record); the others, and the static part, were not.
+    assert [name for name in before if before[name] != after.get(name)] == ["p1.json"] and "r4.json" in after
+    book = Book.read(path)
+    assert book.state("b1") == "holding" and book.holding() == ["b1"] and book.state("a1") == "queued"
+    assert book.data["pools_written"] == {"a": 1, "b": 2, "c": 1}
+    # A step that changes nothing writes nothing.
+    with Book.locked(path) as book:
+        assert book.try_acquire("b1", 2) == ("granted", None)
+    assert identities() == after

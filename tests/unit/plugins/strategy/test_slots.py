@@ -81,7 +81,7 @@ def queue(module, name, task, path):
 
 def write(tmp_path, book):
     path = str(tmp_path / "book.json")
-    _book._write(path, book)
+    _book._write_new(path, book)
     return path
 
 
