@@ -543,19 +543,19 @@ class ActionModule(ActionBase):
         mode = config["mode"]
         checksum = config["staged_checksum"]
         status = None
-        # Finalize: the target is staged; rollback: the previous deployment is the target. Not read on
-        # rpm-ostree when the staged checksum is known: finalize-deployment refuses any other staged
-        # deployment, so it stays the guard. bootc's --from-downloaded takes no checksum: the read is
-        # the guard there.
-        if mode == "rollback" or (mode == "finalize" and (not checksum or config["backend"] == "bootc")):
+        backend = _backends.backend(config["backend"])
+        # Finalize: the target is staged; rollback: the previous deployment is the target. Not read when the
+        # staged checksum is known and the backend's finalize names it (rpm-ostree's finalize-deployment refuses
+        # any other staged deployment, so it stays the guard). bootc's --from-downloaded takes no checksum: the
+        # read is the guard there.
+        if mode == "rollback" or (mode == "finalize" and not (checksum and backend.finalize_names_deployment)):
             status = self._read(STEP_PREPARE, "before the reboot", host, config)
-            problem = _slots.prepare_problem(self._record(path, host), status, config["backend"])
+            problem = _slots.prepare_problem(self._record(path, host), status, backend)
             if problem:
                 raise Stop(STEP_PREPARE, {"msg": problem})
             checksum = checksum or (status.get("staged") or {}).get("checksum")
         reboot = {}
         if mode != "verify":
-            backend = _backends.backend(config["backend"])
             # A rollback reboots fully: the deployment it goes back to may have another kernel.
             kind, why = backend.soft_reboot(config.get("soft_reboot", "never") if mode == "finalize" else "never",
                                             (status or {}).get("staged"))

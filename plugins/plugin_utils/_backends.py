@@ -60,6 +60,11 @@ class Backend:
     step = None
     # Why the backend never soft-reboots into a staged deployment, or None when it can (soft_reboot()).
     no_soft_reboot = None
+    # Whether its finalize names the staged deployment it applies, and refuses another staged meanwhile: then that
+    # is the guard, and the deployments need no read before the reboot.
+    finalize_names_deployment = False
+    # Whether its rollback discards a staged deployment itself (else the staged one is cancelled first).
+    rollback_discards_staged = False
 
     def finalize_argv(self, staged_checksum):
         """What applies the staged deployment (``staged_checksum``) and reboots into it, or None without one
@@ -153,6 +158,8 @@ class RpmOstree(Backend):
         # Read after the rebase, the next boot is the staged deployment when a reboot is required.
         return result.get("reboot_required")
 
+    finalize_names_deployment = True
+
     def finalize_argv(self, staged_checksum):
         # The checksum names the deployment the stage made: another one staged meanwhile is refused.
         # Without one there is nothing to finalize.
@@ -200,6 +207,8 @@ class Bootc(Backend):
         # bootc 1.7 and later: auto prepares /run/nextroot when the staged deployment is capable, and its reboot
         # then soft-reboots (systemd 256 and later); otherwise it reboots as without the flag.
         return argv + ["--soft-reboot", "auto"]
+
+    rollback_discards_staged = True
 
     def rollback_argv(self):
         return ["bootc", "rollback", "--apply"]

@@ -396,14 +396,16 @@ def record_of(book, host):
 def prepare_problem(record, status, backend):
     """Before the reboot, what is wrong with the host's deployments (os_info ``status``) for the
     record's mode, as a sentence, or None. finalize: the target is staged. rollback: the previous
-    deployment is the target, and nothing is staged (bootc's rollback discards a staged deployment
-    itself; rpm-ostree's is cancelled first). verify: nothing is checked."""
+    deployment is the target, and nothing is staged unless the ``backend`` (plugin_utils/_backends.py)
+    discards a staged deployment in its rollback (bootc; rpm-ostree's is cancelled first). verify:
+    nothing is checked."""
     host, target = record["host"], record["target_digest"]
     staged = status.get("staged")
     if record["mode"] == "finalize" and deployment_digest(staged) != target:
         return "%s has no staged deployment at %s (staged: %s)" % (host, target, deployment_digest(staged) or "nothing")
     if record["mode"] == "rollback" and (
-            (staged is not None and backend != "bootc") or deployment_digest(status.get("rollback")) != target):
+            (staged is not None and not backend.rollback_discards_staged)
+            or deployment_digest(status.get("rollback")) != target):
         return "%s has no previous deployment at %s or still has a staged one" % (host, target)
     return None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _slots
 
 T = "sha256:" + "b" * 64
 OLD = "sha256:" + "a" * 64
@@ -470,3 +470,19 @@ def test_the_windows_of_a_pool_are_one(change, message):
     items[1].update(change)
     with pytest.raises(_slots.SlotError, match=message):
         _slots.new_book(items, {"a": 1}, 1)
+
+
+def test_before_the_reboot_the_deployments_are_checked_for_the_mode_and_the_backend():
+    rpm_ostree, bootc = _backends.backend("rpm-ostree"), _backends.backend("bootc")
+    finalize = {"host": "n1", "mode": "finalize", "target_digest": T}
+    assert _slots.prepare_problem(finalize, {"staged": {"image": {"digest": T}}}, rpm_ostree) is None
+    assert _slots.prepare_problem(finalize, {"staged": None}, bootc) == (
+        "n1 has no staged deployment at %s (staged: nothing)" % T)
+    # A rollback with a deployment still staged: bootc's rollback discards it, rpm-ostree's would not.
+    rollback = {"host": "n1", "mode": "rollback", "target_digest": OLD}
+    status = {"staged": {"image": {"digest": T}}, "rollback": {"image": {"digest": OLD}}}
+    assert _slots.prepare_problem(rollback, status, bootc) is None
+    assert _slots.prepare_problem(rollback, status, rpm_ostree) == (
+        "n1 has no previous deployment at %s or still has a staged one" % OLD)
+    assert _slots.prepare_problem(rollback, dict(status, staged=None), rpm_ostree) is None
+    assert _slots.prepare_problem({"host": "n1", "mode": "verify", "target_digest": T}, {}, rpm_ostree) is None
