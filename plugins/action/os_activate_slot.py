@@ -31,7 +31,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _deploymen
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _fleetlock, _lease
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _activation, _bound, _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
 from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
 from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
@@ -494,22 +494,19 @@ class ActionModule(ActionBase):
         (``os_activate_next``, None at the end); on a failure, failed with its message, after the failure was
         handled (rolled back or recorded, the slot freed or kept).
         """
-        hooks = config["hooks"]
         result = {"changed": False}
+        steps = _activation.steps_after(after, config["hooks"], config["mode"])
         try:
-            if after == "granted" and hooks["pre"] and config["mode"] != "verify":
-                return self._stop_before(path, host, "pre", result)
-            if after in ("granted", "pre", "boot"):
-                verified = self._reboot_and_verify(path, host, config, after == "boot")
-                if verified is None:
-                    return self._stop_before(path, host, "boot", result)
-                result.update(verified)
-                if hooks["health"]:
-                    return self._stop_before(path, host, "health", result)
-            if after in ("granted", "pre", "boot", "health") and self._health_checked(config):
-                self._record(path, host, "verified")
-            if after in ("granted", "pre", "boot", "health") and hooks["post"]:
-                return self._stop_before(path, host, "post", result)
+            for step, argument in steps:
+                if step == "stop":
+                    return self._stop_before(path, host, argument, result)
+                if step == "reboot":
+                    verified = self._reboot_and_verify(path, host, config, booting=argument)
+                    if verified is None:
+                        return self._stop_before(path, host, "boot", result)
+                    result.update(verified)
+                elif step == "verified":
+                    self._record(path, host, "verified")
         except Stop as stop:
             return self._failed(path, host, config, stop.step, stop.result, reboot=stop.reboot, partial=result)
         released = self._release(path, host, config)
@@ -517,11 +514,6 @@ class ActionModule(ActionBase):
         result.update(released)
         result["ansible_facts"]["os_activate_next"] = None
         return result
-
-    @staticmethod
-    def _health_checked(config):
-        """Whether a health check follows the verified boot (a command, or health tasks)."""
-        return bool(config["health"].get("command")) or config["hooks"]["health"]
 
     def _stop_before(self, path, host, hook, result):
         with self._book(path) as book:
@@ -640,9 +632,6 @@ class ActionModule(ActionBase):
             raise Stop(STEP_VERIFY, {"msg": wrong}, reboot=reboot)
         if config["health"].get("command"):
             self._health_command(config)
-        if not self._health_checked(config):
-            # No health check follows: booted on the target is verified.
-            self._record(path, host, "verified")
         return {"reboot": reboot, "booted": status.get("booted"), "changed": bool(reboot.get("changed"))}
 
     def _why_not_finalized(self, config, host, target):
