@@ -127,6 +127,8 @@ p=$1 want=$2 lock=$3 mode=$4 missing=$5 backup=$6 remount=$7
 tmp='' bak=''
 fail() { rm -f -- ${tmp:+"$tmp"} ${bak:+"$bak"}; exit "$1"; }
 regular() {
+  # The shell's own tests first (no process): stat only says what a file that is not one is, or why it is missing.
+  if [ -f "$1" ] && [ ! -L "$1" ]; then return 0; fi
   if [ -n "$2" ] && [ ! -e "$1" ] && [ ! -L "$1" ]; then return 1; fi
   kind=$(stat -c %F -- "$1") || return 1
   case $kind in
@@ -140,7 +142,10 @@ attributes() {
   if [ "$(id -u)" = 0 ]; then chown --reference="$p" -- "$1" || return 1; fi
   chcon --reference="$p" -- "$1" 2>/dev/null || :
 }
-dir=$(dirname -- "$p") && base=$(basename -- "$p") || exit 1
+case $p in
+  */*) dir=${p%/*} base=${p##*/}; [ -n "$dir" ] || dir=/ ;;
+  *) dir=. base=$p ;;
+esac
 if [ -n "$remount" ]; then
   point=$(findmnt -n -o TARGET -T "$dir") && [ -n "$point" ] || { printf '%s\nno mount holds it\n' "$dir" >&2; exit 7; }
   # A bind remount clears the per-mount flags it is not given (or is refused clearing a locked one): keep them.
