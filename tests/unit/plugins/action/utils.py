@@ -20,7 +20,10 @@ def new_action(plugin_module, args, check_mode=False, connection=None):
     if connection is None:
         connection = MagicMock()
     connection._shell.tmpdir = None
-    return plugin_module.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    action = plugin_module.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), MagicMock())
+    # What ansible-core's plugin loader sets: 2.16 names the plugin with it when a task gives an unknown option.
+    action._load_name = "fleetos.layering." + getattr(plugin_module, "__name__", "action").rsplit(".", 1)[-1]
+    return action
 
 
 def fake_host(monkeypatch):
