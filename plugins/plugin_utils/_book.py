@@ -385,11 +385,12 @@ class PoolFiles(MutableMapping):
     """The book's host entries (host -> its state in the book), kept as a file per pool in ``<book>.d``
     (``p<place of the pool among the book's pools, sorted>.json``). A pool's file is read when a step first asks for
     one of its hosts, so that a step of one host reads and writes its pool's hosts, not the fleet's; :meth:`save`
-    writes the pools the step changed. ``pool_of``: host -> pool, in rollout order (the book's static part)."""
+    writes the pools the step changed. ``pool_of``: host -> pool, in rollout order; ``pools``: the book's pools (both
+    of the book's static part)."""
 
-    def __init__(self, folder, pool_of, loaded=None):
+    def __init__(self, folder, pool_of, pools, loaded=None):
         self._folder, self._pool_of = folder, pool_of
-        self._places = {pool: index for index, pool in enumerate(sorted(set(pool_of.values())))}
+        self._places = {pool: index for index, pool in enumerate(sorted(pools))}
         self._pools = {}
         self._texts = {}
         for host, entry in (loaded or {}).items():
@@ -471,7 +472,7 @@ def _text(book, path):
     shared["version"] = book["version"]
     hosts = shared.pop("hosts")
     if not isinstance(hosts, PoolFiles):
-        hosts = PoolFiles(_side_folder(path), book["pool_of"], loaded=hosts)
+        hosts = PoolFiles(_side_folder(path), book["pool_of"], book["pools"], loaded=hosts)
     shared["pools_written"] = hosts.save(book.get("pools_written"))
     for key, letter, names in SIDE:
         files = shared.pop(key, None)
@@ -501,7 +502,7 @@ def _load(path):
         raise SlotError("the slot book %s is not a book of this collection's version" % path)
     book = dict(_static(path))
     book.update(shared)
-    book["hosts"] = PoolFiles(_side_folder(path), book["pool_of"])
+    book["hosts"] = PoolFiles(_side_folder(path), book["pool_of"], book["pools"])
     for key, letter, names in SIDE:
         book[key] = HostFiles(_side_folder(path), letter, book["order"], book.pop(names, ()))
     return book, text

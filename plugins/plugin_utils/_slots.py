@@ -405,7 +405,7 @@ def prepare_problem(record, status, backend):
         return "%s has no staged deployment at %s (staged: %s)" % (host, target, deployment_digest(staged) or "nothing")
     if record["mode"] == "rollback" and (
             (staged is not None and not backend.rollback_discards_staged)
-            or deployment_digest(status.get("rollback")) != target):
+            or status_digest(status, "rollback") != target):
         return "%s has no previous deployment at %s or still has a staged one" % (host, target)
     return None
 
