@@ -28,6 +28,12 @@ description:
     meanwhile. With fewer forks than the budget slots of the run plus 2, that wait gives its fork back every 6
     seconds - the task parks the host again for a quarter of its boot so far, 2 to 6 seconds - and the strategy
     runs the same task again.
+  - Past that time, a host reached over ssh whose ssh port answered a knock when it asked for its slot stays
+    parked until its port answers again - the strategy knocks on it about every second, without a fork (a TCP
+    connection, closed at once, as C(ansible.builtin.wait_for) does; the host's sshd may log it) - or for 30
+    seconds at most, after which its wait runs all the same (it ends the wait at its timeout). So a long boot
+    costs one run of the wait, not one every few seconds. A host whose address or port is a template, or whose
+    port did not answer (reached through a jump host, say), is not knocked on.
   - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
     slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
     its slots one after the other, whatever the forks.
@@ -63,6 +69,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
+from ansible_collections.fleetos.layering.plugins.plugin_utils._door import Doors, door_of
 from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
     count_removed_hosts,
     tender,
@@ -91,6 +98,11 @@ READ_GAP = 0.25
 # Forks beyond the budget slots of a book (for the stages to collect and the hosts to read meanwhile): with
 # fewer, a boot wait gives its fork back every _slots.BOOT_SLICE seconds, and runs again.
 SPARE_FORKS = 2
+# A host parked for its new boot whose ssh port answered a knock before its reboot: its boot wait runs when the
+# port answers again, or DOOR_WAIT seconds after its wake_at (the boot wait then ends the wait, by its timeout),
+# and the port is knocked on every KNOCK_GAP seconds at most.
+DOOR_WAIT = 30.0
+KNOCK_GAP = 0.5
 
 
 class _Busy:
@@ -178,6 +190,11 @@ class StrategyModule(FreeStrategyModule):
         self._continuing = {}    # host -> (book path, the boot wait it runs, its wake_at), at work or parked
         self._repeat = {}        # host -> the op continue task it runs again (its boot wait goes on)
         self._acted = False      # a task was queued, parked or run since the last look for results
+        self._doors = Doors(clock=self._wall)
+        self._door_at = {}       # host -> its ssh (address, port), knocked on before its reboot
+        self._trust = {}         # host -> whether its port answered that knock
+        self._untried = set()    # hosts whose knock before the reboot has no answer yet
+        self._at_door = set()    # hosts parked for their new boot while their port does not answer
 
     def run(self, iterator, play_context):
         self._iterator = iterator
@@ -188,6 +205,7 @@ class StrategyModule(FreeStrategyModule):
             return super().run(iterator, play_context)
         finally:
             del iterator.get_next_task_for_host
+            self._doors.close()
 
     # -- the cost of a pass ------------------------------------------------------------
 
@@ -290,9 +308,46 @@ class StrategyModule(FreeStrategyModule):
         if self._is_gate(task):
             return self._may_ask(path, book, host)
         wake = book.wakes_at(host)
-        if wake is not None and self._is_continue(task) and self._wall() < wake:
-            return False, "it reboots, and its wait for the new boot starts in %.0f s" % (wake - self._wall())
+        if wake is not None and self._is_continue(task):
+            now = self._wall()
+            if now < wake:
+                return False, "it reboots, and its wait for the new boot starts in %.0f s" % (wake - now)
+            if self._door_shut(host, wake, now):
+                self._at_door.add(host)
+                return False, "it reboots, and its ssh port does not answer yet"
+        self._at_door.discard(host)
         return self._fork_free(book, host)
+
+    def _door_shut(self, host, wake, now):
+        """Whether the boot wait of ``host``, past its ``wake``, waits on: its port answered a knock before the reboot,
+        has not answered one since ``wake``, and DOOR_WAIT seconds have not gone by since. Knocks again, KNOCK_GAP
+        seconds after the last knock at the soonest."""
+        if not self._trust.get(host) or now - wake >= DOOR_WAIT:
+            return False
+        if self._doors.answer(host, since=now - KNOCK_GAP) is None and self._doors.knock(host, self._door_at[host]):
+            self._doors.settle()
+        return not self._doors.answer(host, since=wake)
+
+    def _knock_before_reboot(self, name, task_vars, play_context):
+        """Knock once on the ssh port of a host that asks for its slot (it is up): if it answers, the host's boot
+        wait will wait for it to answer again, off the forks."""
+        if name in self._trust or name in self._untried:
+            return
+        door = door_of(task_vars, name, getattr(play_context, "connection", None))
+        if door is not None and self._doors.knock(name, door):
+            self._door_at[name] = door
+            self._untried.add(name)
+            self._settle_knocks()
+        else:
+            self._trust[name] = False
+
+    def _settle_knocks(self):
+        """Look at the knocks under way; a host's first answer says whether its port can be knocked on."""
+        if self._doors.knocking():
+            self._doors.settle()
+        for name in [h for h in self._untried if self._doors.answer(h) is not None]:
+            self._untried.discard(name)
+            self._trust[name] = self._doors.answer(name)
 
     def _may_ask(self, path, book, host):
         """The slot request: it waits while every slot of its pool is held by a host at work, or spoken for."""
@@ -323,7 +378,7 @@ class StrategyModule(FreeStrategyModule):
         # A holder that reboots with no fork (its boot wait parked) needs none before its wake_at.
         now = self._wall()
         idle = [h for h in book.holding() if not self._blocked_hosts.get(h, False) and h in self._running
-                and not (book.wakes_at(h) or 0) > now]
+                and not (book.wakes_at(h) or 0) > now and h not in self._at_door]
         if self._pending_results + len(idle) < len(self._workers):
             return True, None
         return False, "the free forks are kept for the slot holders %s" % ", ".join(sorted(idle))
@@ -345,6 +400,8 @@ class StrategyModule(FreeStrategyModule):
                 self._continuing[name] = (path, task, wake)
         if path is not None:
             gate = self._is_gate(task)
+            if gate:
+                self._knock_before_reboot(host.get_name(), task_vars, play_context)
             yes, reason = self._may_run(path, host.get_name(), task)
             if not yes:
                 display.vvv("%s waits without a fork: %s" % (host.get_name(), reason))
@@ -373,6 +430,8 @@ class StrategyModule(FreeStrategyModule):
             self._inside -= 1
         if results and self._continuing:
             self._boot_waits_go_on()
+        if self._doors.knocking() or self._untried:
+            self._settle_knocks()
         if self._parked and (results or self._books_changed() or self._clock() - self._looked_at >= LOOK_AGAIN):
             self._let_go()
         if not results and not self._acted and (self._pending_results > 0 or self._parked):
@@ -409,7 +468,8 @@ class StrategyModule(FreeStrategyModule):
 
     def _let_go(self):
         """Queue the parked hosts that may run now: slot requests in their pools' rollout order, first."""
-        busy = self._pending_results > 0
+        # Hosts parked for their new boot wait for a time, or for their port: not a stall.
+        busy = self._pending_results > 0 or any(self._is_continue(item[3]) for item in self._parked)
         now = self._looked_at = self._clock()
         if busy:
             self._idle_since = None

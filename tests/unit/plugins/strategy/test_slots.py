@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import MutableMapping
 
 from ansible.executor.play_iterator import IteratingStates
@@ -71,12 +72,19 @@ def strategy(path, forks=4, iterator=None):
     module._blocked_hosts, module._pending_results, module._workers = {}, 0, [None] * forks
     module._inside, module._acted, module._results = 0, False, []
     module._continuing, module._repeat = {}, {}
+    module._doors = slots.Doors(clock=lambda: module._wall(), resolve=no_names)
+    module._door_at, module._trust, module._untried, module._at_door = {}, {}, set(), set()
     module.queued = []
     return module
 
 
-def queue(module, name, task, path):
-    module._queue_task(Host(name), task, {"os_activate_book": {"path": path}}, None)
+def no_names(address, *args):
+    """getaddrinfo() for numeric addresses only: a test never asks a resolver."""
+    return socket.getaddrinfo(address, *args, flags=socket.AI_NUMERICHOST)
+
+
+def queue(module, name, task, path, **host_vars):
+    module._queue_task(Host(name), task, dict(host_vars, os_activate_book={"path": path}), None)
 
 
 def write(tmp_path, book):
@@ -427,3 +435,101 @@ def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue
     module._continuing = {"n1": (path, boot, 0.0)}
     module._boot_waits_go_on()
     assert module._repeat == {}
+
+
+def door(port=0):
+    """A listening socket on loopback (a host's sshd), on ``port`` or a free one."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(8)
+    return server
+
+
+def test_a_host_whose_port_answered_before_its_reboot_waits_off_the_forks_until_it_answers_again(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book, path = fresh(tmp_path)
+    module = strategy(path, forks=1)
+    now = [90.0]
+    module._wall = lambda: now[0]
+    server = door()
+    port = server.getsockname()[1]
+    try:
+        # n1 asks for its slot (it holds it): its port answers, so its boot wait will wait for the port.
+        queue(module, "n1", Task("fleetos.layering.os_activate_slot", "acquire"), path,
+              ansible_host="127.0.0.1", ansible_port=port)
+        assert module.queued == ["n1"] and module._trust == {"n1": True}
+    finally:
+        server.close()
+    module._pending_results = 0
+    book["shortest_boot"] = 20.0
+    _slots.park_boot(book, "n1", {"before": "boot-1", "start": 100.0, "command": "reboot"})
+    path = write(tmp_path, book)
+    # Past its wake_at (116 s), its port does not answer: it stays parked, and keeps no fork.
+    now[0] = 116.0
+    queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
+    assert module.queued == ["n1"] and module._parked[0][2].get_name() == "n1" and module._at_door == {"n1"}
+    queue(module, "n4", Task("ansible.builtin.raw"), path)
+    assert module.queued == ["n1", "n4"]
+    module._pending_results = 0
+    now[0] = 130.0
+    module._let_go()
+    assert module.queued == ["n1", "n4"]
+    # Its sshd is back: the next look lets its boot wait run.
+    server = door(port)
+    try:
+        now[0] = 131.0
+        module._let_go()
+    finally:
+        server.close()
+    assert module.queued == ["n1", "n4", "n1"] and module._parked == [] and module._at_door == set()
+
+
+def test_a_boot_wait_at_a_shut_port_runs_after_door_wait_and_an_untried_port_is_not_waited_for(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book, path = fresh(tmp_path)
+    server = door()
+    port = server.getsockname()[1]
+    server.close()
+    module = strategy(path, forks=2)
+    now = [90.0]
+    module._wall = lambda: now[0]
+    # n1's port does not answer while it is up (reached another way): its boot wait starts at its wake_at.
+    queue(module, "n1", Task("fleetos.layering.os_activate_slot", "acquire"), path,
+          ansible_host="127.0.0.1", ansible_port=port)
+    # n4 is not reached over ssh: never knocked on.
+    queue(module, "n4", Task("fleetos.layering.os_activate_slot", "acquire"), path, ansible_connection="local")
+    assert module._trust == {"n1": False, "n4": False} and not module._doors.knocking()
+    _slots.park_boot(book, "n1", {"before": "boot-1", "start": 100.0, "command": "reboot"})
+    path = write(tmp_path, book)
+    module._pending_results = 0
+    now[0] = 100.0
+    queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
+    assert module.queued == ["n1", "n4", "n1"]
+    # A port that answered, shut since: its boot wait runs DOOR_WAIT seconds after its wake_at all the same.
+    module._trust["n1"], module._door_at["n1"] = True, ("127.0.0.1", port)
+    module._pending_results = 0
+    queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
+    assert module.queued == ["n1", "n4", "n1"] and module._at_door == {"n1"}
+    now[0] = 100.0 + slots.DOOR_WAIT
+    module._let_go()
+    assert module.queued == ["n1", "n4", "n1", "n1"] and module._at_door == set()
+
+
+def test_hosts_parked_for_their_boot_are_not_a_stall(tmp_path, monkeypatch):
+    patch_queue(monkeypatch)
+    book, path = fresh(tmp_path)
+    _slots.park_boot(book, "n1", {"before": "boot-1", "start": 100.0, "command": "reboot"})
+    book["hosts"]["n1"]["boot"]["wake_at"] = 200.0
+    path = write(tmp_path, book)
+    module = strategy(path)
+    module._wall = lambda: 150.0
+    queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
+    queue(module, "n2", Task("fleetos.layering.os_activate_slot", "acquire"), path)
+    assert module.queued == [] and len(module._parked) == 2
+    clock = iter([100.0, 100.0 + slots.IDLE_RELEASE])
+    monkeypatch.setattr(module, "_clock", lambda: next(clock))
+    module._let_go()
+    module._let_go()
+    # Nothing at work for IDLE_RELEASE seconds, but n1 waits for its boot: n2 is not let go to wait in its task.
+    assert module.queued == [] and len(module._parked) == 2
