@@ -15,7 +15,7 @@ import pytest
 from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound, _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _activation, _bound, _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
@@ -269,7 +269,7 @@ def test_fleetlock_is_asked_from_the_host_until_it_grants_and_freed_after():
 
 def test_a_host_that_waits_for_fleetlock_says_so_every_30_s(monkeypatch):
     said = []
-    monkeypatch.setattr(os_activate_slot.display, "display", said.append)
+    monkeypatch.setattr(_activation.display, "display", said.append)
     world = World(answers=[409] * 8 + [200])
     book = open_book(world)
     Host(world)
