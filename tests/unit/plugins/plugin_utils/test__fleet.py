@@ -5,13 +5,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_fleet, rollout_plan_report
-from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import playbook_variable_errors, playbook_variables
+from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_fleet
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
@@ -143,63 +139,10 @@ def test_wanted_names_each_image_once_and_the_fallback_comes_from_the_play():
     assert record["hosts"]["h8"]["plan"]["source"] == "fleetos_rollout_image"
 
 
-@pytest.mark.parametrize("options", [
-    {},
-    {"manifest_errors": ["bad.yaml is binary"], "warnings": ["a warning"], "report_dir": "/srv/plan",
-     "host_lines": False},
-    {"report_dir": "", "host_lines": "yes"},
-])
-def test_with_report_the_filter_gives_the_report_of_its_plan(options):
-    hostvars = {"h1": {}, "h3": {"fleetos_pool_image": POOL_IMAGE}, "h5": {"fleetos_node_labels": {"gpu": "yes"}},
-                "h6": {"fleetos_node_labels": {"zone": "a"}}}
-    report = fleet(hostvars, report=options)
-    expected = rollout_plan_report(fleet(hostvars, inputs=False), options.get("manifest_errors"),
-                                   options.get("warnings"), report_dir=options.get("report_dir"),
-                                   host_lines=options.get("host_lines", True))
-    assert report == expected
-    assert (report["count"], report["errors"]) == (4, 1)
-    assert len(report["hosts"]) == (0 if options.get("host_lines") is False else 4)
-    assert report["stats"]["fleetos_last_plan"]["report_dir"] == (options.get("report_dir") or None)
-
-
-@pytest.mark.parametrize("report, message", [
-    ("yes", "report must be a mapping of manifest_errors, warnings, report_dir, host_lines, not 'yes'"),
-    ({"report_dir": "/x", "table": True}, "report names table; expected some of manifest_errors, warnings"),
-])
-def test_a_report_that_is_no_mapping_of_the_reports_options_is_refused(report, message):
-    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
-        fleet({"h1": {}}, report=report)
-
-
 def test_read_hosts_reads_the_extra_names_in_the_same_lookup():
     hostvars = {"h1": {"fleetos_plan_show_hosts": 5, "fleetos_pool_image": POOL_IMAGE, "other": 1}, "h2": {}}
     values, _defined = _fleet.read_hosts(hostvars, ["h1", "h2"], extra=["fleetos_plan_show_hosts", "fleetos_pool_image"])
     assert values == {"h1": {"fleetos_pool_image": POOL_IMAGE, "fleetos_plan_show_hosts": 5}, "h2": {}}
-
-
-@pytest.mark.parametrize("report", [None, {}])
-def test_with_check_the_filter_gives_the_variable_errors_the_check_task_would(report):
-    hostvars = {"h1": {"fleetos_plan_show_hosts": "many"}, "h3": {"fleetos_pool_image": POOL_IMAGE},
-                "h5": {"fleetos_plan_show_hosts": 10}}
-    result = fleet(hostvars, report=report, check="plan")
-    expected = playbook_variable_errors(playbook_variables(sorted(hostvars), hostvars, "plan"), "plan")
-    assert result["variable_errors"] == expected
-    assert len(expected) == 1 and "fleetos_plan_show_hosts" in expected[0] and "h1" in expected[0]
-    # The plan itself is the one made without the check.
-    without = fleet(hostvars, report=report)
-    assert {k: v for k, v in result.items() if k != "variable_errors"} == without
-    assert "variable_errors" not in without
-
-
-def test_with_check_right_variables_give_no_sentence_and_an_unknown_playbook_is_refused():
-    assert fleet({"h1": {"fleetos_plan_show_hosts": 3}}, check="plan")["variable_errors"] == []
-    with pytest.raises(AnsibleFilterError, match="has no argument spec"):
-        fleet({"h1": {}}, check="no-such-playbook")
-
-
-def test_a_play_value_for_no_input_is_refused():
-    with pytest.raises(AnsibleFilterError, match="play names pools, which no host input is"):
-        fleet({"h1": {}}, play={"pools": "x"})
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -5,12 +5,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from ansible.plugins.filter.core import to_nice_json
-from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_report
 from ansible_collections.fleetos.layering.plugins.plugin_utils import _plan_report
 from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 
@@ -80,29 +76,3 @@ def test_the_reboot_an_activation_would_make_is_shown(reboot, reason, shown):
     row = dict(READ, reboot=reboot, reboot_reason=reason)
     assert _plan_report.host_lines(row)[-2] == "reboot: %s" % shown
     assert "| stage | %s |" % shown in _plan_report.markdown([row])
-
-
-def test_the_report_sorts_hosts_as_ansible_does_and_counts_errors():
-    error = host_plan(None, "B-02", error="it failed")
-    plans = (("web-03", NOT_READ), ("B-02", error), ("db-01", READ), ("a-01", error))
-    fleet = {"hosts": {name: {"plan": plan} for name, plan in plans}}
-    fleet["hosts"]["a-01"]["plan"] = dict(error, host="a-01")
-    report = rollout_plan_report(fleet, [], [], report_dir="")
-    assert [line.split()[0] for line in report["table"][1:]] == ["a-01", "B-02", "db-01", "web-03"]
-    assert (report["count"], report["errors"], report["reasons"]) == (4, 2, ["it failed"])
-    rows = json.loads(report["json"])["hosts"]
-    assert report["json"] == to_nice_json({"manifest_errors": [], "hosts": rows, "errors": 2, "warnings": []})
-    assert report["stats"]["fleetos_last_plan"]["result"] == "failed"
-    assert report["stats"]["fleetos_last_plan"]["report_dir"] is None
-
-
-@pytest.mark.parametrize("host_lines", [True, "yes", False, "false"])
-def test_the_report_gives_each_hosts_lines_unless_told_not_to(host_lines):
-    plans = [NOT_READ, READ]
-    report = rollout_plan_report(plans, ["bad.yaml is binary"], ["a warning"], host_lines=host_lines)
-    shown = host_lines in (True, "yes")
-    assert report["hosts"] == ([_plan_report.host_lines(READ), _plan_report.host_lines(NOT_READ)] if shown else [])
-    # Every host is still in the table, plan.md and plan.json; the report names its inputs' errors.
-    assert [line.split()[0] for line in report["table"][1:]] == ["db-01", "web-03"]
-    assert "| web-03 |" in report["markdown"] and len(json.loads(report["json"])["hosts"]) == 2
-    assert (report["manifest_errors"], report["warnings"]) == (["bad.yaml is binary"], ["a warning"])
