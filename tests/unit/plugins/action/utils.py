@@ -123,3 +123,25 @@ def run_action(plugin_module, args, failed=False, check_mode=False, task_vars=No
     result = action.run(task_vars=dict(task_vars or {}))
     assert failed is None or bool(result.get("failed")) is failed, result
     return result
+
+
+def run_module_action(plugin_module, args, module_result=None, task_vars=None):
+    """Run the action of a Python module (plugin_utils/_module_action.py) for a task with ``args``, the module's
+    run faked to give ``module_result``; -> (the action's result, the keyword arguments of each module run)."""
+    action = new_action(plugin_module, dict(args))
+    calls = []
+
+    def execute_module(**kwargs):
+        calls.append(kwargs)
+        return dict(module_result or {"changed": True})
+
+    action._execute_module = execute_module
+    return action.run(task_vars={"inventory_hostname": "node01"} if task_vars is None else task_vars), calls
+
+
+def module_action_refusal(plugin_module, args):
+    """The message with which the action of a Python module refuses a task with ``args``: the task failed and
+    changed nothing, and the module was never sent."""
+    result, calls = run_module_action(plugin_module, args)
+    assert (result["failed"], result["changed"], calls) == (True, False, []), (result, calls)
+    return result["msg"]
