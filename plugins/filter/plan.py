@@ -24,7 +24,6 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import le
 from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset, none_if_empty
 
 
-@empty_means_unset("pool", "fallback_image", "fallback_transport", "lock")
 def _pins(pins):
     """The canary's pins as a mapping, or None (unset: None, or "" before ansible-core 2.19)."""
     pins = none_if_empty(pins)
@@ -36,6 +35,7 @@ def _pins(pins):
     return dict(_fleet.plain(pins))
 
 
+@empty_means_unset("pool", "fallback_image", "fallback_transport", "lock")
 def rollout_plan(assignment, host, pool=None, fallback_image=None, fallback_transport=None, pool_paused=False,
                  resolutions=None, status=None, inspections=None, labels=None, error=None, lock=None, pins=None,
                  update_agents=None, soft_reboot=None):

@@ -14,6 +14,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_nice_json
+from ansible_collections.fleetos.layering.plugins.filter import plan as plan_filter
 from ansible_collections.fleetos.layering.plugins.filter.plan import (
     FilterModule,
     rollback_plan,
@@ -143,6 +144,13 @@ def test_rollout_plan_takes_pins_as_a_mapping_and_an_empty_text_as_unset():
     with pytest.raises(AnsibleFilterError, match=re.escape("pins must be a mapping of image tag to digest "
                                                            "(fleetos_last_rollout.images), not ['r/os:1']")):
         rollout_plan(None, "h1", pins=["r/os:1"])
+
+
+def test_rollout_plan_hands_an_empty_pool_fallback_and_lock_on_as_unset(monkeypatch):
+    given = {}
+    monkeypatch.setattr(plan_filter, "host_plan", lambda assignment, host, **kwargs: given.update(kwargs) or {})
+    rollout_plan(None, "h1", pool="", fallback_image="", fallback_transport="", lock="")
+    assert [given[name] for name in ("pool", "fallback_image", "fallback_transport", "lock")] == [None] * 4
 
 
 def test_rollout_plan_records_an_error_as_the_hosts_plan():
