@@ -21,6 +21,9 @@ class ActionModule(HostStep):
     ARGUMENT_SPEC = _lease.ARGUMENT_SPEC
     WHAT = "update the rollout lease"
 
+    def task_args(self, args):
+        return _lease.unfold(args)
+
     def step(self, host, args, check_mode):
         release = args.get("release_unchanged")
         fleet = None

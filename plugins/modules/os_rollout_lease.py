@@ -50,6 +50,13 @@ options:
     type: str
     choices: [acquired, released, read]
     default: acquired
+  lease:
+    description:
+      - The rollout's lease as one mapping, as the rollout playbooks hold it - the keys V(rollout), V(owner) and
+        V(started_at) (as the lookup C(fleetos.layering.rollout_owner) gives them), V(ttl) and V(wait). Other
+        keys are ignored.
+      - Each gives its option where the task does not give that option itself.
+    type: dict
   rollout:
     description:
       - The id of the rollout, unique per run of the rollout playbook.
@@ -179,6 +186,11 @@ EXAMPLES = r"""
   fleetos.layering.os_rollout_lease:
     rollout: "{{ rollout_id }}"
     state: released
+
+# rollout: set once for the run from the lookup fleetos.layering.rollout_owner (see its example).
+- name: Take the lease as one mapping, with the rollout's id, owner and start
+  fleetos.layering.os_rollout_lease:
+    lease: "{{ rollout | combine({'ttl': 7200}) }}"
 
 - name: Read the lease and the deployments of the host, changing nothing
   fleetos.layering.os_rollout_lease:

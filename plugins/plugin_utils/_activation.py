@@ -29,7 +29,7 @@ from ansible.utils.display import Display
 from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _bound, _reboot, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _bound, _lease, _reboot, _slots
 from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
 from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
 
@@ -122,9 +122,7 @@ class Activation:
         lease = self.config.get("lease") or {}
         if not lease:
             return None
-        options = dict(fields, rollout=lease.get("rollout"), owner=lease.get("owner"), started_at=lease.get("started_at"))
-        if lease.get("ttl") is not None:
-            options["ttl"] = lease["ttl"]
+        options = _lease.unfold(dict(fields, lease=lease))
         written = self.action._lease_task(options)
         if written.get("failed"):
             return "recording phase %s in the rollout lease of %s failed: %s" % (

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_commands, read_host
@@ -44,9 +45,14 @@ UNVERIFIED_PHASES = ("rebooting",)
 VERSION = 1
 
 
+# The options a rollout's lease as one mapping (os_rollout_lease's lease) gives: the lookup
+# fleetos.layering.rollout_owner's rollout, owner and started_at, and the playbooks' ttl and wait.
+LEASE_KEYS = ("rollout", "owner", "started_at", "ttl", "wait")
+
 # The options of fleetos.layering.os_rollout_lease.
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["acquired", "released", "read"], default="acquired"),
+    lease=dict(type="dict"),
     rollout=dict(type="str"),
     owner=dict(type="dict"),
     started_at=dict(type="float"),
@@ -77,6 +83,21 @@ class LeaseHeldError(FleetosError):
     def __init__(self, msg, holder):
         super().__init__(msg, holder=holder)
         self.holder = holder
+
+
+def unfold(args):
+    """The options ``args`` with those of their ``lease`` (LEASE_KEYS) where they give none of their own: -> a new
+    mapping without lease. The one place a rollout's lease becomes the options of a lease task."""
+    args = dict(args)
+    lease = args.pop("lease", None)
+    if lease is None:
+        return args
+    if not isinstance(lease, Mapping):
+        raise InvalidInputError("lease must be a mapping of %s, got %s." % (", ".join(LEASE_KEYS), type(lease).__name__))
+    for key in LEASE_KEYS:
+        if args.get(key) is None and lease.get(key) is not None:
+            args[key] = lease[key]
+    return args
 
 
 def check_arguments(params):

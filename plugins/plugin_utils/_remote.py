@@ -200,12 +200,18 @@ class HostStep(ActionBase):
         """The step's result (a dict) on ``host``; shared code raises FleetosError for a failure."""
         raise NotImplementedError
 
+    def task_args(self, args):
+        """The task's options as the argument spec checks them (a subclass may unfold one into others);
+        InvalidInputError for one that cannot be."""
+        return args
+
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = self.CHECK_MODE
         result = super().run(tmp, task_vars)
         # Checked as given first, as for the Python modules (_module_action): the argument spec would turn a
         # list given for a string into its Python text.
         try:
+            self._task.args = self.task_args(self._task.args)
             _params.check_arguments(self.ARGUMENT_SPEC, self._task.args, self.TEXT_OPTIONS)
         except InvalidInputError as exc:
             result.update(failed=True, msg=exc.msg)

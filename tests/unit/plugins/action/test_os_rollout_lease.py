@@ -46,6 +46,20 @@ def test_acquire_renew_release(fake, path):
     assert _run(dict(path=path, rollout="r1", state="released"))["changed"] is False
 
 
+def test_the_lease_as_one_mapping_gives_the_options_the_task_does_not(fake, path):
+    lease = {"rollout": "r1", "owner": OWNER, "started_at": 1000.5, "ttl": 600, "release_unchanged": False}
+    result = _run(dict(path=path, lease=lease))
+    assert result["acquired"] and (result["lease"]["rollout"], result["lease"]["ttl"]) == ("r1", 600)
+    # An option of the task's own wins: a shorter ttl, the release of the same rollout.
+    assert _run(dict(path=path, lease=lease, ttl=60))["lease"]["ttl"] == 60
+    assert _run(dict(path=path, lease=lease, state="released"))["lease"]["released"]
+    # None in the mapping gives nothing: the task's own check names the option.
+    assert _run(dict(path=path, lease=dict(lease, owner=None)), failed=True)["msg"] == (
+        "owner is required with state=acquired.")
+    assert _run(dict(path=path, lease="r1"), failed=True)["msg"] == (
+        "lease must be a mapping of rollout, owner, started_at, ttl, wait, got str.")
+
+
 def test_refused_names_the_holder(fake, path):
     _run(_acquire(path))
     result = _run(_acquire(path, rollout="r2", started_at=2000.0), failed=True)
