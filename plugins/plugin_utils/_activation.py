@@ -97,15 +97,17 @@ class Stop(Exception):
 
 
 class Activation:
-    """The steps of one host's activation, performed on the host: ``action`` is the task's action plugin (its
-    connection, its clock and sleep, the host's commands), ``path`` the book of slots, ``config`` what op acquire
-    was given for the host (kept in the book for the steps that follow)."""
+    """The steps of one host's activation, performed on the host through its backend (rpm-ostree or bootc,
+    plugin_utils/_backends.py): ``action`` is the task's action plugin (its connection, its clock and sleep, the
+    host's commands), ``path`` the book of slots, ``config`` what op acquire was given for the host (kept in the
+    book for the steps that follow)."""
 
     def __init__(self, action, path, host, config):
         self.action = action
         self.path = path
         self.host = host
         self.config = config
+        self.backend = _backends.backend(config["backend"])
 
     def _book(self):
         return Book.locked(self.path)
@@ -170,15 +172,14 @@ class Activation:
         it takes a slot), or None. A host whose deployments cannot be read is declined too: nothing was done."""
         if self.config["soft_reboot"] != "required" or self.config["mode"] != "finalize":
             return None
-        backend = _backends.backend(self.config["backend"])
         staged = None
-        if backend.no_soft_reboot is None:
+        if self.backend.no_soft_reboot is None:
             try:
                 staged = self.action._read_deployments(self.config).get("staged")
             except (FleetosError, AnsibleConnectionFailure) as exc:
                 return "soft reboot required, and its deployments could not be read: %s" % one_line(
                     getattr(exc, "msg", None) or to_text(exc), "no answer")
-        kind, why = backend.soft_reboot("required", staged)
+        kind, why = self.backend.soft_reboot("required", staged)
         return None if kind == "soft" else "soft reboot required, and %s" % why
 
     def take_slot(self, args):
@@ -317,30 +318,29 @@ class Activation:
         mode = self.config["mode"]
         checksum = self.config["staged_checksum"]
         status = None
-        backend = _backends.backend(self.config["backend"])
         # Finalize: the target is staged; rollback: the previous deployment is the target. Not read when the
         # staged checksum is known and the backend's finalize names it (rpm-ostree's finalize-deployment refuses
         # any other staged deployment, so it stays the guard). bootc's --from-downloaded takes no checksum: the
         # read is the guard there.
-        if mode == "rollback" or (mode == "finalize" and not (checksum and backend.finalize_names_deployment)):
+        if mode == "rollback" or (mode == "finalize" and not (checksum and self.backend.finalize_names_deployment)):
             status = self._read(STEP_PREPARE, "before the reboot")
-            problem = _slots.prepare_problem(self._record(), status, backend)
+            problem = _slots.prepare_problem(self._record(), status, self.backend)
             if problem:
                 raise Stop(STEP_PREPARE, {"msg": problem})
             checksum = checksum or (status.get("staged") or {}).get("checksum")
         reboot = {}
         if mode != "verify":
             # A rollback reboots fully: the deployment it goes back to may have another kernel.
-            kind, why = backend.soft_reboot(self.config.get("soft_reboot", "never") if mode == "finalize" else "never",
-                                            (status or {}).get("staged"))
+            kind, why = self.backend.soft_reboot(
+                self.config.get("soft_reboot", "never") if mode == "finalize" else "never", (status or {}).get("staged"))
             if kind != "soft" and mode == "finalize" and self.config.get("soft_reboot") == "required":
                 # Capable when its slot was asked for (declined()), no longer now: nothing is rebooted.
                 raise Stop(STEP_PREPARE, {"msg": "soft reboot required, and %s" % why})
             self._record("reboot_start", status)
             with self._book() as book:
                 book.record_activation(self.host, kind, why)
-            command = backend.command("finalize" if mode == "finalize" else "rollback",
-                                      staged_checksum=checksum if mode == "finalize" else None, soft=kind == "soft")
+            command = self.backend.command("finalize" if mode == "finalize" else "rollback",
+                                           staged_checksum=checksum if mode == "finalize" else None, soft=kind == "soft")
             if self._parks_boot():
                 reboot, sent = _reboot.send(self.action, self.action._reboot_args(self.config, command, kind))
                 if sent is not None:
@@ -512,7 +512,7 @@ class Activation:
         and verify its digest; a failure is recorded (phase rollback: the host keeps its slot)."""
         record = self._record("rollback_start")
         old = record["old_digest"]
-        command = _backends.backend(self.config["backend"]).command("rollback")
+        command = self.backend.command("rollback")
         try:
             status = self._read(STEP_ROLLBACK, "before the rollback")
             if _deployments.status_digest(status, "booted") != old:
