@@ -23,16 +23,24 @@ import time
 KNOCK_SECONDS = 2.0
 # The connection plugins whose address and port are the host's ssh endpoint.
 SSH_CONNECTIONS = frozenset(("ssh", "smart", "paramiko", "paramiko_ssh"))
+# The host's ssh arguments, among its variables, that may send ssh through another host.
+SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args")
+# What in them sends ssh through another host (a jump host, a proxy): the address is not the controller's to reach.
+THROUGH = ("proxycommand", "proxyjump", "-j ")
 # What a second connect() of a non-blocking socket answers while its first is under way.
 _UNDER_WAY = (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK)
 
 
 def door_of(task_vars, name, connection=None):
     """The (address, port) of a host's ssh endpoint from its variables, or None when the host is not
-    reached over ssh or its address or port is a template (its value is not known here)."""
+    reached over ssh, or through another host (a ProxyCommand or ProxyJump in its ssh arguments), or its address
+    or port is a template (its value is not known here)."""
     task_vars = task_vars or {}
     plugin = str(task_vars.get("ansible_connection") or connection or "ssh").rsplit(".", 1)[-1]
     if plugin not in SSH_CONNECTIONS:
+        return None
+    args = " ".join(str(task_vars.get(name) or "") for name in SSH_ARGS).lower()
+    if any(word in args for word in THROUGH):
         return None
     address = task_vars.get("ansible_host") or task_vars.get("ansible_ssh_host") or name
     port = task_vars.get("ansible_port") or task_vars.get("ansible_ssh_port") or 22

@@ -23,6 +23,10 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils._door import Door
     ({"ansible_port": "{{ port }}"}, None, None),
     ({"ansible_port": "ssh"}, None, None),
     ({"ansible_port": 70000}, None, None),
+    ({"ansible_ssh_common_args": "-o ProxyCommand='ip netns exec lab socat - TCP:%h:%p'"}, None, None),
+    ({"ansible_ssh_extra_args": "-o proxyjump=bastion"}, None, None),
+    ({"ansible_ssh_args": "-J core@bastion"}, None, None),
+    ({"ansible_ssh_common_args": "-o ServerAliveInterval=5"}, None, ("n1", 22)),
 ])
 def test_the_door_of_a_host_is_its_ssh_address_and_port_when_they_are_known(task_vars, connection, door):
     assert door_of(task_vars, "n1", connection) == door
