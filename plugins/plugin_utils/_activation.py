@@ -112,6 +112,10 @@ class Activation:
     def _book(self):
         return Book.locked(self.path)
 
+    def _gone(self):
+        """Why this worker of a killed run stops (its controller process is gone), or None."""
+        return self.action._controller_gone(self.config["controller"])
+
     def _record(self, event=None, status=None):
         """The host's record, after ``event`` (with the deployments ``status`` read for it) is recorded."""
         with self._book() as book:
@@ -184,7 +188,6 @@ class Activation:
 
     def take_slot(self, args):
         """Wait for a slot of the host's pool (and of FleetLock): -> (granted, reason)."""
-        controller = self.config["controller"]
         # From here on the run may reboot the host at any moment: its lease says so before the host
         # waits for a slot, so that the write is not in the slot hold. A host with a whole round of its
         # pool ahead of it writes it once that round got its slots (_slots.lease_can_wait), so that the
@@ -199,7 +202,7 @@ class Activation:
                                                   activation_seconds=self.config["reboot"]["reboot_timeout"])
                 if not written and (answer in ("free", "granted") or (
                         answer == "wait" and not book.lease_can_wait(self.host))):
-                    reason = self.action._controller_gone(controller)
+                    reason = self._gone()
                     answer = "refused" if reason else "write"
                 elif answer == "wait" and self.action._clock() >= deadline:
                     pool = book.pool(self.host)
@@ -207,7 +210,7 @@ class Activation:
                         pool, args["timeout"], ", ".join(book.holders(pool)) or "nobody")
                     answer = "refused"
                 elif answer == "wait":
-                    reason = self.action._controller_gone(controller)
+                    reason = self._gone()
                     answer = "refused" if reason else answer
                 if answer == "refused":
                     book.give_back(self.host, reason, self.action._clock())
@@ -226,7 +229,7 @@ class Activation:
             return False, reason
         locked = False
         if self.config["fleetlock"].get("url"):
-            locked, reason = self._fleetlock_slot(controller)
+            locked, reason = self._fleetlock_slot()
             if not locked:
                 with self._book() as book:
                     book.give_back(self.host, reason, self.action._clock(), stop=reason)
@@ -237,13 +240,13 @@ class Activation:
                             fleetlock=bool(self.config["fleetlock"].get("url")))
         return True, None
 
-    def _fleetlock_slot(self, controller):
+    def _fleetlock_slot(self):
         """FleetLock pre-reboot, asked again every retry delay until the timeout: -> (locked, reason)."""
         fleetlock = self.config["fleetlock"]
         last = {"said": 0.0}
 
         def attempt():
-            gone = self.action._controller_gone(controller)
+            gone = self._gone()
             if gone:
                 return False, gone
             ok, last["status"] = self.action._fleetlock("pre-reboot", self.config, self.host)
@@ -312,7 +315,7 @@ class Activation:
         if booting:
             reboot = self._wait_boot()
             return None if reboot is None else self._verify(reboot)
-        gone = self.action._controller_gone(self.config["controller"])
+        gone = self._gone()
         if gone:
             raise Stop(STEP_REBOOT, {"msg": "%s, so %s was not rebooted" % (gone, self.host)})
         mode = self.config["mode"]
@@ -402,7 +405,7 @@ class Activation:
     def _verify(self, reboot):
         """After the reboot (``reboot``, os_reboot's result; empty in mode verify): verify the booted digest and run
         the health command; Stop on a failure. -> the result's reboot, booted and changed."""
-        gone = self.action._controller_gone(self.config["controller"])
+        gone = self._gone()
         if gone:
             # The reboot alone would have changed nothing more: a rerun finds the host as it booted.
             raise Stop(STEP_VERIFY, {"msg": "%s, so %s is left as it booted, unverified" % (gone, self.host)}, reboot=reboot)
@@ -464,7 +467,7 @@ class Activation:
             book.lock_fleetlock(self.host, unlock and not unlocked)
         result = {"unlocked": unlocked, "changed": unlocked, "released": True,
                   "ansible_facts": {"os_activate_result": record}}
-        if self.action._controller_gone(self.config["controller"]):
+        if self._gone():
             return result
         # After the slot is freed: bookkeeping on the host, which the next host of the pool need not wait for.
         if record["status"] == "activated":
@@ -484,7 +487,7 @@ class Activation:
         down?); roll it back through the activation's reboot path when it failed verification or health;
         free its slot unless it keeps it. -> the result, failed with the failure's message when it was this
         action's own step (``recorded_failure``)."""
-        if self.action._controller_gone(self.config["controller"]):
+        if self._gone():
             # A killed run's worker changes nothing more: a rerun finds the host as this run left it.
             out = dict(partial or {})
             out.update(failed=True, msg=sentence_of(step, result),
