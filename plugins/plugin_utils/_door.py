@@ -39,7 +39,7 @@ def door_of(task_vars, name, connection=None):
     plugin = str(task_vars.get("ansible_connection") or connection or "ssh").rsplit(".", 1)[-1]
     if plugin not in SSH_CONNECTIONS:
         return None
-    args = " ".join(str(task_vars.get(name) or "") for name in SSH_ARGS).lower()
+    args = " ".join(str(task_vars.get(var) or "") for var in SSH_ARGS).lower()
     if any(word in args for word in THROUGH):
         return None
     address = task_vars.get("ansible_host") or task_vars.get("ansible_ssh_host") or name
