@@ -120,6 +120,22 @@ def _first(plan):
     return plan.get("action") == "verify" or (bool(plan.get("release_slot")) and plan.get("action") in ("stage", "activate"))
 
 
+def pools_in_turn(hosts, pool_of):
+    """``hosts`` reordered to take the pools in turn: the first host of each pool (in the order the pools first
+    appear), then the second of each, and so on; each pool's hosts keep their order.
+
+    An inventory lists its hosts pool by pool: a play over them in that order would start the last pool's hosts
+    only once every other pool's had their turn, and at fleet size the last pool's first slot would be granted
+    minutes after the first pool's."""
+    queues = {}
+    for host in hosts:
+        queues.setdefault(pool_of(host), []).append(host)
+    ordered = []
+    for turn in range(max([len(queue) for queue in queues.values()] or [0])):
+        ordered.extend(queue[turn] for queue in queues.values() if turn < len(queue))
+    return ordered
+
+
 def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
     """Every host's decisions after the plan: -> ``{"hosts": {host: {"plan", "lease_result"}}, "refused",
     "book", "described", "stage", "active", "agents", "pin", "unlock", "release"}``.
@@ -130,7 +146,8 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
     ``stage`` the hosts to stage; ``active`` the hosts the activation plays act on (staged, in the book, or with a
     FleetLock slot a killed run may have left); then the hosts with work before the stage or instead of it:
     ``agents`` (update agents to turn off), ``pin`` (the origin to pin), ``unlock`` (a FleetLock slot to free:
-    a host already on its target) and ``release`` (the lease of a host neither staged nor activated).
+    a host already on its target) and ``release`` (the lease of a host neither staged nor activated). ``stage``
+    and ``active`` take the pools in turn (:func:`pools_in_turn`): the plays over them start every pool at once.
     """
     found = host_values(hostvars, hosts, HOST_NAMES)
     results = dict((host, lease_result(found[host])) for host in found)
@@ -165,4 +182,7 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
         for name, yes in chosen.items():
             if yes:
                 lists[name].append(host)
+    pools = dict((me["host"], me["pool"]) for me in described)
+    for name in ("stage", "active"):
+        lists[name] = pools_in_turn(lists[name], pools.get)
     return dict(lists, hosts=entries, refused=refused, book=first + rest, described=described)

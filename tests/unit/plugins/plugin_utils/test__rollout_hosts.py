@@ -166,3 +166,21 @@ def test_a_host_released_in_the_plan_s_contact_is_not_released_again():
     decided = _rollout_hosts.rollout_hosts(plans, hostvars, ["n1", "n2"], now=NOW)
     assert decided["release"] == ["n2"]
     assert decided["hosts"]["n1"]["plan"]["action"] == "unchanged"
+
+
+def test_pools_in_turn_takes_each_pool_s_next_host_in_turn_and_keeps_each_pool_s_order():
+    pools = {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "c1": "c", "c2": "c"}
+    assert _rollout_hosts.pools_in_turn(["a1", "a2", "a3", "b1", "c1", "c2"], pools.get) == \
+        ["a1", "b1", "c1", "a2", "c2", "a3"]
+    assert _rollout_hosts.pools_in_turn(["c2", "a1", "c1"], pools.get) == ["c2", "a1", "c1"]
+    assert _rollout_hosts.pools_in_turn([], pools.get) == []
+
+
+def test_the_stage_and_activation_plays_start_every_pool_at_once():
+    hosts = ["a1", "a2", "b1", "b2"]
+    plans = dict((h, plan(h, "stage")) for h in hosts)
+    hostvars = dict((h, {"os_plan_lease_result": acquired(), "fleetos_pool": h[0]}) for h in hosts)
+    decided = _rollout_hosts.rollout_hosts(plans, hostvars, hosts, now=NOW)
+    assert decided["stage"] == decided["active"] == ["a1", "b1", "a2", "b2"]
+    # The book keeps the inventory's order: it is each pool's queue.
+    assert decided["book"] == hosts
