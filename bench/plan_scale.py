@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Plan cost: MachineImage resolution for 10,000 hosts x 200 MachineImages.
 
-Runs the collection's own resolver (plugin_utils/_machine_image.py, the code behind the
+Runs the collection's own resolver (plugin_utils/images/_machine_image.py, the code behind the
 resolve_machine_image filter and the machine_images inventory plugin): compile the
 objects once, then resolve every host. Prints wall seconds and microseconds per host;
 a figure, not a pass/fail test. --linear also times a scan of every selector per host
@@ -108,7 +108,7 @@ def make_objects(count):
 
 def machine_image_set(objects):
     """The collection's resolver, imported once sys.path holds the working tree."""
-    from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
+    from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import MachineImageSet
 
     return MachineImageSet(objects)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -5,12 +5,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.bootc_switch (documented in plugins/modules/bootc_switch.py):
-bootc and skopeo run on the host over the connection, plugin_utils/_switch.py decides here."""
+bootc and skopeo run on the host over the connection, plugin_utils/host/_switch.py decides here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _switch
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _switch
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -6,8 +6,8 @@
 
 """Action plugin of fleetos.layering.os_activate_slot (documented in plugins/modules/os_activate_slot.py).
 
-The shell over one host's activation (plugin_utils/_activation.py: steps_after() decides its steps, Activation
-performs them): the task's options, its ops on the book of slots (plugin_utils/_book.py), and the host's
+The shell over one host's activation (plugin_utils/rollout/_activation.py: steps_after() decides its steps, Activation
+performs them): the task's options, its ops on the book of slots (plugin_utils/rollout/_book.py), and the host's
 commands over the connection (no Python there), each bounded on the controller's side. The user's hook task
 files are the only steps that are tasks of their own: the activation stops before each (the fact
 ``os_activate_next`` names it) and op continue takes it on from there.
@@ -24,11 +24,11 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _params
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _fleetlock, _lease
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _activation, _bound, _reboot, _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends, _bound, _reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import ConnectionHost
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _activation, _fleetlock, _lease, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._book import Book
 
 # The hooks, in the order they run: before the reboot, after the verified boot (health), after the health.
 HOOKS = ("pre", "health", "post")
@@ -140,10 +140,10 @@ class ActionModule(ActionBase):
             self._command_timeout = config["command_timeout"]
         return config, hook
 
-    # -- the host's commands, for the activation (plugin_utils/_activation.py) -------------
+    # -- the host's commands, for the activation (plugin_utils/rollout/_activation.py) -------------
 
     def _low_level_execute_command(self, cmd, *args, **kwargs):
-        """Every command this action runs on the host, bounded on the controller's side (plugin_utils/_bound.py):
+        """Every command this action runs on the host, bounded on the controller's side (plugin_utils/host/_bound.py):
         a connection that stops answering in the middle of a command is cut after ``_command_timeout`` seconds
         (CommandTimeout, an AnsibleConnectionFailure: the host did not answer)."""
         call = super()._low_level_execute_command
@@ -181,7 +181,7 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": to_text(exc)}
 
     def _reboot(self, config, command, kind="full"):
-        """Run ``command`` and wait for the new boot id (plugin_utils/_reboot.py): the activation's and the
+        """Run ``command`` and wait for the new boot id (plugin_utils/host/_reboot.py): the activation's and the
         rollback's one reboot path. -> os_reboot's result."""
         if self._connection.transport == "local":
             return {"failed": True, "msg": "Refusing to reboot the controller (connection local)."}

@@ -5,12 +5,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_image_compose (documented in plugins/modules/os_image_compose.py):
-the options checked as given, then the module run (plugin_utils/_module_action.py)."""
+the options checked as given, then the module run (plugin_utils/host/_module_action.py)."""
 
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _compose
-from ansible_collections.fleetos.layering.plugins.plugin_utils._module_action import ModuleAction
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._module_action import ModuleAction
 
 
 class ActionModule(ModuleAction):

@@ -5,7 +5,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_image_pull (documented in plugins/modules/os_image_pull.py):
-skopeo runs on the host over the connection and plugin_utils/_pull.py decides here; on the controller
+skopeo runs on the host over the connection and plugin_utils/host/_pull.py decides here; on the controller
 itself (the local connection) the collection's registry client (module_utils/_registry.py) reads the
 registry in this process, as os_image_compose does, so the controller needs no skopeo."""
 
@@ -15,8 +15,8 @@ from ansible.module_utils.common.parameters import remove_values
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _params
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _pull
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _pull
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

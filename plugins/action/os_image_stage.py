@@ -5,12 +5,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_image_stage (documented in plugins/modules/os_image_stage.py): the
-host's backend (plugin_utils/_backends.py) stages the image over the connection."""
+host's backend (plugin_utils/host/_backends.py) stages the image over the connection."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -10,7 +10,7 @@ rpm-ostree runs on the host over the connection, module_utils/_deployments.py re
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _update_agents
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -6,7 +6,7 @@
 
 """Action plugin of fleetos.layering.os_reboot (documented in plugins/modules/os_reboot.py).
 
-The reboot and the wait for the new boot id are plugin_utils/_reboot.py's, shared with
+The reboot and the wait for the new boot id are plugin_utils/host/_reboot.py's, shared with
 fleetos.layering.os_activate_slot.
 """
 
@@ -18,7 +18,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils import _params
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _reboot
 
 ARGUMENT_SPEC = _reboot.ARGUMENT_SPEC
 # The options that are shell commands: several lines and tabs are fine there.

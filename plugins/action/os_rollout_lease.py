@@ -5,16 +5,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_rollout_lease (documented in plugins/modules/os_rollout_lease.py):
-the lease file is read and replaced on the host over the connection (plugin_utils/_lease.py decides); with
+the lease file is read and replaced on the host over the connection (plugin_utils/rollout/_lease.py decides); with
 release_unchanged, the host's plan is made here from the read, and a host it leaves unchanged is released in the
-same contact (plugin_utils/_rollout_hosts.py decides)."""
+same contact (plugin_utils/rollout/_rollout_hosts.py decides)."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _lease
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _lease
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
-from ansible_collections.fleetos.layering.plugins.plugin_utils._rollout_hosts import leaves_unchanged
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._rollout_hosts import leaves_unchanged
 
 
 class ActionModule(HostStep):

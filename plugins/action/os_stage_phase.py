@@ -6,7 +6,7 @@
 
 """Action plugin of fleetos.layering.os_stage_phase (documented in plugins/modules/os_stage_phase.py): the role
 fleetos.layering.os_stage in one task. The host's own tools do each step over the connection (the backend's
-stage, plugin_utils/_backends.py; the layers' fetch, plugin_utils/_pull.py); a failed step is the stage's
+stage, plugin_utils/host/_backends.py; the layers' fetch, plugin_utils/host/_pull.py); a failed step is the stage's
 record (status failed), not the task's failure, so that the play goes on and the host is never activated."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _params
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _pull
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends, _pull
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line, sentence
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 ARGUMENT_SPEC = dict(
     image=dict(type="str", required=True),

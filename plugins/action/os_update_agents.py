@@ -10,7 +10,7 @@ agents are read over the connection in one command, module_utils/_update_agents.
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

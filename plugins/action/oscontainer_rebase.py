@@ -5,14 +5,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.oscontainer_rebase: the options checked as given on the controller
-(plugin_utils/_module_action.py), then the module run on the host. It needs a Python interpreter there,
+(plugin_utils/host/_module_action.py), then the module run on the host. It needs a Python interpreter there,
 the only one of the collection's host-side modules that does. On a host without one, the failure says so
 in one sentence instead of the shell's "not found"."""
 
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _oscontainer
-from ansible_collections.fleetos.layering.plugins.plugin_utils._module_action import ModuleAction
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._module_action import ModuleAction
 
 _MISSING = ("not found", "No such file or directory")
 

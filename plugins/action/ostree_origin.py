@@ -5,13 +5,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.ostree_origin (documented in plugins/modules/ostree_origin.py): the
-origin file is read and replaced by shell scripts on the host over the connection, plugin_utils/_origin_edit.py
+origin file is read and replaced by shell scripts on the host over the connection, plugin_utils/host/_origin_edit.py
 edits it here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _origin_edit
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _origin_edit
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

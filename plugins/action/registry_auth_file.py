@@ -5,12 +5,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.registry_auth_file (documented in plugins/modules/registry_auth_file.py):
-the auth file is read and written on the host over the connection (plugin_utils/_auth_file.py decides)."""
+the auth file is read and written on the host over the connection (plugin_utils/host/_auth_file.py decides)."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _auth_file
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _auth_file
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -10,7 +10,7 @@ rpm-ostree runs on the host over the connection, module_utils/_rpm_ostree.py par
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _rpm_ostree
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -5,12 +5,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.rpm_ostree_rebase (documented in plugins/modules/rpm_ostree_rebase.py):
-rpm-ostree and skopeo run on the host over the connection, plugin_utils/_rebase.py decides here."""
+rpm-ostree and skopeo run on the host over the connection, plugin_utils/host/_rebase.py decides here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _rebase
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import HostStep
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _rebase
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 
 class ActionModule(HostStep):

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._backends import backend
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._backends import backend
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _layered
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _layered
 
 
 def layered_image_load(directory, relative_to=None, required=False):

@@ -13,12 +13,15 @@ import os
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
-from ansible_collections.fleetos.layering.plugins.plugin_utils._selector import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import MachineImageSet
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._selector import (
     compile_selector,
     normalize_labels,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import load_manifest_dir, parse_manifests
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._manifests import (
+    load_manifest_dir,
+    parse_manifests,
+)
 
 
 def machine_image_load(directory, relative_to=None, required=False):

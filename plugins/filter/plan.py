@@ -13,15 +13,16 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _plan_report, _playbook_specs, _rollout_hosts
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _playbook_specs
+from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset, none_if_empty
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _fleet, _plan_report, _rollout_hosts
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import (
     activation,
     host_plan,
     images_to_inspect,
     rollback_host_plan,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, refusals, takeover
-from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import empty_means_unset, none_if_empty
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._resume import lease_plan, refusals, takeover
 
 
 def _pins(pins):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet, _playbook_specs
+from ansible_collections.fleetos.layering.plugins.plugin_utils import _playbook_specs
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _fleet
 
 
 def playbook_argument_spec(playbook):

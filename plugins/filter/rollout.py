@@ -4,7 +4,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Filters for the rolling rollout: budgets, windows and the report (plugin_utils/_rollout_report.py).
+"""Filters for the rolling rollout: budgets, windows and the report (plugin_utils/rollout/_rollout_report.py).
 
 Documented in the rollout_*.yml files next to this one. Pure functions, no I/O; only
 ``rollout_pool_windows`` reads the clock, when it is not given the time.
@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _windows
-from ansible_collections.fleetos.layering.plugins.plugin_utils._rollout_report import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _windows
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._rollout_report import (
     rollout_report,
     rollout_report_markdown,
     rollout_timeline_svg,

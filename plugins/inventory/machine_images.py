@@ -120,11 +120,11 @@ from ansible.plugins.loader import cache_loader
 from ansible.utils.vars import combine_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import (
     MachineImageSet,
     group_name,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import load_manifest_dir
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._manifests import load_manifest_dir
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable):

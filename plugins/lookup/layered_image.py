@@ -57,7 +57,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import pinned_image, read_lock_file
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._layered import pinned_image, read_lock_file
 
 
 def layered_images(names, lock):

@@ -59,7 +59,7 @@ _raw:
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import owner_of_this_run
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._resume import owner_of_this_run
 
 
 class LookupModule(LookupBase):

@@ -11,7 +11,7 @@ file, replace a file atomically under a lock.
 Two kinds of host implement :class:`Host`:
 
 - :class:`ModuleHost`, a module running on the host itself (it needs Python there);
-- ``plugin_utils._remote.ConnectionHost``, an action plugin on the controller that runs
+- ``plugin_utils.host._remote.ConnectionHost``, an action plugin on the controller that runs
   the host's own tools over the connection, as ``ansible.builtin.reboot`` does: the host
   needs a POSIX shell and those tools, no Python.
 

@@ -14,7 +14,7 @@ refuses such input first, in one sentence that names the option and the accepted
 form: a type error is named as such, a value is shown cut short (``_image_ref.shown``),
 control characters and oversized values are refused. An action plugin calls
 :func:`check_arguments` on its task arguments: a Python module's too
-(``plugin_utils/_module_action.py``), as a module has no public way to read its options
+(``plugin_utils/host/_module_action.py``), as a module has no public way to read its options
 before AnsibleModule converts them.
 """
 

@@ -28,8 +28,8 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import plain
-from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import problems as window_problems
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._fleet import plain
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._windows import problems as window_problems
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC_DIR = os.path.join("playbooks", "specs")

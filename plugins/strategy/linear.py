@@ -33,7 +33,7 @@ notes:
 
 from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModule
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._workers import (
     count_removed_hosts,
     tender,
     wait_for_a_result,

@@ -70,10 +70,10 @@ from ansible.executor.play_iterator import IteratingStates
 from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
 from ansible.utils.display import Display
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
-from ansible_collections.fleetos.layering.plugins.plugin_utils._door import Doors, door_of
-from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._book import Book
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._door import Doors, door_of
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._workers import (
     count_removed_hosts,
     tender,
     wait_for_a_result,

@@ -21,9 +21,9 @@ import importlib
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _machine_image
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _machine_image
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _rebase as rpm_ostree_rebase
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _rebase as rpm_ostree_rebase
 
 D = "sha256:" + "5e" * 32
 RESOLVED = "sha256:" + "7a" * 32
@@ -114,15 +114,15 @@ def verdict_rpm_ostree_rebase(text):
 
 # ---- verdict functions -------------------------------------------------------------------
 # Every reader of a user's image goes here. The controller planner joins when it exists:
-# plugin_utils._plan.check_image(text) raises (or returns False) for a refused image.
+# plugin_utils.rollout._plan.check_image(text) raises (or returns False) for a refused image.
 VERDICTS = [
     ("module_utils._image_ref.parse", verdict_image_ref_parse),
     ("module_utils._image_ref.parse_image", verdict_image_ref_parse_image),
-    ("plugin_utils._machine_image.validate", verdict_machine_image),
-    ("plugin_utils._rebase.target_reference", verdict_rpm_ostree_rebase),
+    ("plugin_utils.images._machine_image.validate", verdict_machine_image),
+    ("plugin_utils.host._rebase.target_reference", verdict_rpm_ostree_rebase),
 ]
 
-PLAN_MODULE = "ansible_collections.fleetos.layering.plugins.plugin_utils._plan"
+PLAN_MODULE = "ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan"
 
 
 def _planner():
@@ -141,7 +141,7 @@ if _PLAN is not None and callable(getattr(_PLAN, "check_image", None)):
             raise _image_ref.InvalidReferenceError(text, "is refused by check_image")
         return None
 
-    VERDICTS.append(("plugin_utils._plan.check_image", verdict_plan))
+    VERDICTS.append(("plugin_utils.rollout._plan.check_image", verdict_plan))
 # ---- end of verdict functions ------------------------------------------------------------
 
 
@@ -165,9 +165,9 @@ def test_every_reader_gives_the_same_verdict(text, expected):
         # The same image: the same name, and the same digest (a tag is resolved by the module only).
         ref = _image_ref.parse(text)
         for name in ("module_utils._image_ref.parse", "module_utils._image_ref.parse_image",
-                     "plugin_utils._machine_image.validate"):
+                     "plugin_utils.images._machine_image.validate"):
             assert verdicts[name][1] == (ref.name, ref.digest), name
-        assert verdicts["plugin_utils._rebase.target_reference"][1] == (ref.name, ref.digest or RESOLVED)
+        assert verdicts["plugin_utils.host._rebase.target_reference"][1] == (ref.name, ref.digest or RESOLVED)
 
 
 @pytest.mark.parametrize("text", [text for text, verdict in CASES if verdict == BAD and text])

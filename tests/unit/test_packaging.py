@@ -294,7 +294,7 @@ def _controller_imports():
     """(file, top-level module) for every import of the controller-side plugin code."""
     found = []
     for directory in CONTROLLER_DIRS:
-        for path in sorted((REPO / "plugins" / directory).glob("*.py")):
+        for path in sorted((REPO / "plugins" / directory).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]

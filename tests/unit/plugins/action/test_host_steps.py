@@ -20,7 +20,7 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__
 from ansible_collections.fleetos.layering.plugins.action import (
     bootc_info, bootc_switch, os_image_pull, os_info, rpm_ostree_info)
 from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _pull
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _pull
 
 RPM_OSTREE_STATUS = json.dumps({"deployments": [{"booted": True, "checksum": "a" * 64, "osname": "fedora-coreos",
                                                  "origin": "fedora:fedora/x86_64/coreos/stable"}],

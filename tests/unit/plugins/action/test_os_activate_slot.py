@@ -15,8 +15,9 @@ import pytest
 from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.fleetos.layering.plugins.action import os_activate_slot
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _activation, _bound, _reboot, _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _bound, _reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _activation, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._book import Book
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 T = "sha256:" + "b" * 64

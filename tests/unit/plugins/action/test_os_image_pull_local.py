@@ -24,7 +24,7 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__
     FakeRegistry,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils import _auth
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _pull
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _pull
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

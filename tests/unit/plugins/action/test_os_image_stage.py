@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import os_image_stage
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _rebase, _switch
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _rebase, _switch
 
 IMAGE = "registry.example.com/os/fleet@sha256:" + "a" * 64
 CHECKSUM = "c" * 64
@@ -91,7 +91,7 @@ def test_bad_options_are_refused(stages, args, message):
 from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_bootc_switch as bootc  # noqa: E402
 from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_rpm_ostree_rebase as rpm  # noqa: E402
 from ansible_collections.fleetos.layering.plugins.module_utils import _bootc  # noqa: E402
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _job  # noqa: E402
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job  # noqa: E402
 
 JOB = "/run/fleetos/stage.Xy3kQ9aB2c"
 RM_ARGV = ["rm", "-rf", "--", JOB]

@@ -13,7 +13,7 @@ import pytest
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible_collections.fleetos.layering.plugins.action import os_reboot
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _reboot
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import new_action
 
 BOOT = "cat /run/lab-boot-id"

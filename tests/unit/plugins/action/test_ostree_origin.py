@@ -23,7 +23,7 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.action import ostree_origin
 from ansible_collections.fleetos.layering.plugins.module_utils import _host, _origin
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _origin_edit
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _origin_edit
 
 REFERENCE = "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:" + "f5" * 32
 CONTAINER = "# kept\n[origin]\ncontainer-image-reference=%s\n\n[x-unknown]\nb=2\na=1\n" % REFERENCE

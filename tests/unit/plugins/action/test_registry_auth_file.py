@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import registry_auth_file
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _auth_file
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _auth_file
 
 SECRET = "c2VjcmV0OnBhJCQgd29yZCdgJChpZCk="
 AUTH = {"auths": {"registry.example.com:5000": {"auth": SECRET}}}

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import rpm_ostree_rebase
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _rebase
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _rebase
 
 OLD = "sha256:" + "0a" * 32
 OTHER = "sha256:" + "2c" * 32

@@ -27,7 +27,7 @@ def new_action(plugin_module, args, check_mode=False, connection=None):
 
 
 def fake_host(monkeypatch):
-    """Fake the connection of the collection's host-side action plugins (plugin_utils/_remote.py).
+    """Fake the connection of the collection's host-side action plugins (plugin_utils/host/_remote.py).
 
     Each shell line an action sends is split back into its words as a POSIX shell would
     (shlex), so a test sees the exact argv the host runs. ``state["calls"]`` records
@@ -126,7 +126,7 @@ def run_action(plugin_module, args, failed=False, check_mode=False, task_vars=No
 
 
 def run_module_action(plugin_module, args, module_result=None, task_vars=None):
-    """Run the action of a Python module (plugin_utils/_module_action.py) for a task with ``args``, the module's
+    """Run the action of a Python module (plugin_utils/host/_module_action.py) for a task with ``args``, the module's
     run faked to give ``module_result``; -> (the action's result, the keyword arguments of each module run)."""
     action = new_action(plugin_module, dict(args))
     calls = []

@@ -1,8 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests for the rollout filters: budgets and windows; the report filters are plugin_utils/_rollout_report's
-functions, tested in tests/unit/plugins/plugin_utils/test__rollout_report.py."""
+"""Unit tests for the rollout filters: budgets and windows; the report filters are
+plugin_utils/rollout/_rollout_report's functions, tested in tests/unit/plugins/plugin_utils/test__rollout_report.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.filter import rollout
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _rollout_report
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _rollout_report
 
 
 def hosts(spec):

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.fleetos.layering.plugins.lookup.rollout_owner import LookupModule
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._resume import process_start
 
 
 def test_names_the_parent_process():

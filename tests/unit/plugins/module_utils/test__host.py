@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """_host: the one quoting of an argv for the host's shell, checked with real shells; and the
-ConnectionHost of the action plugins (plugin_utils/_remote.py) on a connection that runs its
+ConnectionHost of the action plugins (plugin_utils/host/_remote.py) on a connection that runs its
 lines with /bin/sh here, so each test sees the argv, environment, stdin and output a host gets."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _host
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import ConnectionHost
 
 HOSTILE = [
     "plain",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._activation import steps_after
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._activation import steps_after
 
 NONE = {"pre": False, "health": False, "post": False}
 ALL = {"pre": True, "health": True, "post": True}

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _auth_file
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _auth_file
 
 AUTH = {"auths": {"registry.example.com:5000": {"auth": "dXNlcjpwYXNz"}, "quay.io": {"auth": "cTpx"}}}
 CONTENT = (b'{\n  "auths": {\n    "quay.io": {\n      "auth": "cTpx"\n    },\n'

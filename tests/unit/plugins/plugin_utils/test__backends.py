@@ -1,13 +1,14 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests for plugin_utils/_backends.py: the backends' commands and how each reboots into a staged deployment."""
+"""Unit tests for plugin_utils/host/_backends.py: the backends' commands and how each reboots into a staged
+deployment."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 
 CAPABLE = {"staged": True, "soft_reboot_capable": True}

@@ -12,8 +12,8 @@ import stat
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _book, _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _book, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._book import Book
 
 T = "sha256:" + "b" * 64
 

@@ -1,7 +1,7 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests for plugin_utils/_bound.py: a host command cut on the controller's side after its bound."""
+"""Unit tests for plugin_utils/host/_bound.py: a host command cut on the controller's side after its bound."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from ansible.errors import AnsibleConnectionFailure
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _bound
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _bound
 
 
 class Timer:

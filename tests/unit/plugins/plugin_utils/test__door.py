@@ -1,7 +1,7 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests for plugin_utils/_door.py: knocks on a host's ssh port that never block the strategy's loop."""
+"""Unit tests for plugin_utils/rollout/_door.py: knocks on a host's ssh port that never block the strategy's loop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._door import Doors, door_of
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._door import Doors, door_of
 
 
 @pytest.mark.parametrize("task_vars, connection, door", [

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.filter.plan import rollout_plan_fleet
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleet
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _fleet
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan
 
 D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
 POOL_IMAGE = "r/os@" + D1

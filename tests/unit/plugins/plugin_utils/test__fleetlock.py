@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _fleetlock
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _fleetlock
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__host import _LocalAction
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _job, _rebase
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job, _rebase
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,
@@ -25,7 +25,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.module_utils._params import defaults
-from ansible_collections.fleetos.layering.plugins.plugin_utils._remote import ConnectionHost
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import ConnectionHost
 
 IMAGE = "198.51.100.1:5000/fleetos/lab-os"
 NEW = "sha256:" + "1b" * 32

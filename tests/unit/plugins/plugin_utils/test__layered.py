@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _layered
 from ansible_collections.fleetos.layering.plugins.plugin_utils._stats import job_stats
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _layered
 
 REG = "reg.example.com"
 D = {key: "sha256:" + key * 64 for key in "abcdef0123"}

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _lease
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _lease
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 
 HOST = LocalHost()

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import (
     ConflictError,
     MachineImageSet,
     group_name,
     validate,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._selector import compile_selector
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._selector import compile_selector
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _manifests
-from ansible_collections.fleetos.layering.plugins.plugin_utils._manifests import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import MachineImageSet
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _manifests
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._manifests import (
     load_documents,
     load_manifest_dir,
     parse_manifests,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import types
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._module_action import ModuleAction
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._module_action import ModuleAction
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import module_action_refusal, run_module_action
 
 

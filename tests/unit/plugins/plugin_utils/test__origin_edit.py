@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._origin_edit import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._origin_edit import (
     check_absolute,
     check_deployment,
     parse_edits,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _plan
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _plan
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import (
     activation,
     host_plan,
     images_to_inspect,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _plan_report
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _plan_report
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan
 
 DIGEST = "sha256:" + "b" * 64
 NOT_READ = host_plan({"source": "selector", "name": "web-zone-c-hold-a-long-name-indeed", "paused": True,

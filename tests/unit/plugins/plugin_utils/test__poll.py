@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
 
 
 class Clock:

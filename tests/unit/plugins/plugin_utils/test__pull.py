@@ -12,7 +12,7 @@ import json
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
-from ansible_collections.fleetos.layering.plugins.plugin_utils._pull import layout_blobs, layout_index, layout_tag
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._pull import layout_blobs, layout_index, layout_tag
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"

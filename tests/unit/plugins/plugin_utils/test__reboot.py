@@ -1,7 +1,7 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests for plugin_utils/_reboot.py: the boot marker of a soft reboot, and the kind of a reboot seen."""
+"""Unit tests for plugin_utils/host/_reboot.py: the boot marker of a soft reboot, and the kind of a reboot seen."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _reboot
 
 
 def _fake_systemctl(tmp_path, body):

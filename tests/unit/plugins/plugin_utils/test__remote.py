@@ -1,7 +1,7 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""plugin_utils/_remote: a host-side step under become whose sudo refuses fails with one sentence naming
+"""plugin_utils/host/_remote: a host-side step under become whose sudo refuses fails with one sentence naming
 the host and the step; other connection errors stay the connection's own."""
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _resume
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import activation
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _resume
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import activation
 
 TARGET = "sha256:" + "c" * 64
 OTHER = "sha256:" + "d" * 64

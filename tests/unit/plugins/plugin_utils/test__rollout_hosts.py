@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _resume, _rollout_hosts
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _resume, _rollout_hosts
 
 TARGET = "sha256:" + "c" * 64
 OLD = "sha256:" + "d" * 64

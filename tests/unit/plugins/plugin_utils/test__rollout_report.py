@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _rollout_report
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _rollout_report
 
 
 D_OLD = "sha256:" + "a" * 64

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._selector import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._selector import (
     compile_selector,
     normalize_labels,
 )

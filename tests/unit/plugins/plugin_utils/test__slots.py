@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _slots
 
 T = "sha256:" + "b" * 64
 OLD = "sha256:" + "a" * 64

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._switch import check_input, diff_text
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._switch import check_input, diff_text
 
 IMAGE = "198.51.100.1:5000/fleetos/lab-os@sha256:" + "1b" * 32
 

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _windows
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _windows
 
 UTC = timezone.utc
 NAME = "fleetos_rollout_windows"

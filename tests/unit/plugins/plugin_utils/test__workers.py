@@ -10,7 +10,7 @@ import multiprocessing
 import pickle
 import time
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._workers import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._workers import (
     RemovedHosts,
     count_removed_hosts,
     tender,

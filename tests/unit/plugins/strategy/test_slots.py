@@ -11,7 +11,7 @@ from collections.abc import MutableMapping
 
 from ansible.executor.play_iterator import IteratingStates
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _book, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _book, _slots
 from ansible_collections.fleetos.layering.plugins.strategy import slots
 
 T = "sha256:" + "b" * 64

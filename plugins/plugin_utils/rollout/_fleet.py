@@ -29,9 +29,9 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import MachineImageSet
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan
 from ansible_collections.fleetos.layering.plugins.plugin_utils._unset import none_if_empty
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import MachineImageSet
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan
 
 # The inputs of one host's plan: (key, role option, the inventory variable it defaults to, default).
 INPUTS = (

@@ -28,7 +28,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     ImageError,
     InvalidInputError,
 )
-from ansible_collections.fleetos.layering.plugins.plugin_utils._job import LongCommand, run_here
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
     BUSY_MARKER,
     RPM_OSTREE_ARGS,

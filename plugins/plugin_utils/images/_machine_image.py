@@ -24,7 +24,7 @@ accepted and dropped; an rpm-ostree transport belongs in ``spec.transport``).
 
 Instead of an image, an object (``spec.layeredImage``) or a pool (``fleetos_pool_layered_image``)
 may name a LayeredImage: the assignment then carries ``layered_image`` (its name) and no image;
-the planner (``plugin_utils/_plan.py``) takes the composed digest from the lock compose.yml wrote.
+the planner (``plugin_utils/rollout/_plan.py``) takes the composed digest from the lock compose.yml wrote.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import re
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._selector import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._selector import (
     compile_selector,
     normalize_labels,
 )

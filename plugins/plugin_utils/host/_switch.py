@@ -20,7 +20,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostr
 from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.plugin_utils._job import LongCommand, run_here
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
 

@@ -30,8 +30,8 @@ import time
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
-from ansible_collections.fleetos.layering.plugins.plugin_utils._lease import UNVERIFIED_PHASES, expired
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import short_digest
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._lease import UNVERIFIED_PHASES, expired
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import short_digest
 
 BREAK_VARIABLE = "fleetos_rollout_break_lease"
 _BOOLEAN_WORDS = ("true", "yes", "on", "false", "no", "off")

@@ -45,7 +45,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._host import (
     quote,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
 
 # mktemp's template of a job's directory: the X are random letters and digits.
 JOB_TEMPLATE = "/run/fleetos/stage.XXXXXXXXXX"

@@ -18,7 +18,7 @@ from html import escape
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import host_values
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._fleet import host_values
 
 
 def _short(digest):

@@ -12,7 +12,7 @@
 :class:`Book` is what the action plugin ``fleetos.layering.os_activate_slot`` and the strategy
 ``fleetos.layering.slots`` hold: a book's data (a JSON-serialisable mapping), and the methods that read and
 change it. Its methods are the only writers; the rules they apply (who gets a slot, what a host's record says,
-when the run stops) are plugin_utils/_slots.py's, pure functions of the data and ``now``.
+when the run stops) are plugin_utils/rollout/_slots.py's, pure functions of the data and ``now``.
 
 The file: every fork of the run reads and writes the book under an exclusive file lock (:meth:`Book.locked`),
 so the forks share one counting semaphore per pool; the strategy reads it without the lock (:meth:`Book.read`):
@@ -35,9 +35,9 @@ import tempfile
 from collections.abc import MutableMapping
 
 from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import process_start
-from ansible_collections.fleetos.layering.plugins.plugin_utils._slots import SlotError
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._resume import process_start
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._slots import SlotError
 
 
 class Book:

@@ -13,9 +13,9 @@ controller's; here they cost a lookup of each host's variables, once."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._fleet import host_values, plain
-from ansible_collections.fleetos.layering.plugins.plugin_utils._plan import host_plan, images_to_inspect
-from ansible_collections.fleetos.layering.plugins.plugin_utils._resume import lease_plan, refusals, takeover
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._fleet import host_values, plain
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan, images_to_inspect
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._resume import lease_plan, refusals, takeover
 
 # What the book of slots reads of each host: (key, inventory variable, default), as the role
 # fleetos.layering.os_activate's defaults map them.

@@ -12,11 +12,11 @@
 
 - steps_after() decides: what comes after a step, in what order, and where the activation stops for a hook task
   of the user's (``os_activate_next``).
-- Activation performs those steps on the host: take a budget slot of the book (plugin_utils/_book.py, one file on
-  the controller shared by the run's forks under a lock) and of FleetLock, finalize and reboot through the
-  backend (plugin_utils/_backends.py, plugin_utils/_reboot.py), verify the booted digest, run the health command,
-  free the slot, and write the host's rollout lease at each turn; on a failure, roll back through the same reboot
-  path. What it runs on the host goes through the action (its connection, its clock), as plain commands (no
+- Activation performs those steps on the host: take a budget slot of the book (plugin_utils/rollout/_book.py, one
+  file on the controller shared by the run's forks under a lock) and of FleetLock, finalize and reboot through the
+  backend (plugin_utils/host/_backends.py, plugin_utils/host/_reboot.py), verify the booted digest, run the health
+  command, free the slot, and write the host's rollout lease at each turn; on a failure, roll back through the same
+  reboot path. What it runs on the host goes through the action (its connection, its clock), as plain commands (no
   Python there).
 """
 
@@ -29,9 +29,10 @@ from ansible.utils.display import Display
 from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends, _bound, _lease, _reboot, _slots
-from ansible_collections.fleetos.layering.plugins.plugin_utils._book import Book
-from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends, _bound, _reboot
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _lease, _slots
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._book import Book
 
 display = Display()
 
@@ -98,7 +99,7 @@ class Stop(Exception):
 
 class Activation:
     """The steps of one host's activation, performed on the host through its backend (rpm-ostree or bootc,
-    plugin_utils/_backends.py): ``action`` is the task's action plugin (its connection, its clock and sleep, the
+    plugin_utils/host/_backends.py): ``action`` is the task's action plugin (its connection, its clock and sleep, the
     host's commands), ``path`` the book of slots, ``config`` what op acquire was given for the host (kept in the
     book for the steps that follow)."""
 

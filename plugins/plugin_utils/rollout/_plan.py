@@ -31,7 +31,7 @@ transport stages it (exactly as asked: never weakened), and the action:
 ``stage``
     anything else: a rebase is staged;
 ``verify``
-    set by the rollout lease (plugin_utils/_resume.py), never by :func:`host_plan`: a
+    set by the rollout lease (plugin_utils/rollout/_resume.py), never by :func:`host_plan`: a
     rollout that was killed rebooted the host into this target and never verified it;
     the host is verified and health-checked without a reboot;
 ``error``
@@ -43,12 +43,12 @@ from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref, _update_agents
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _backends
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, has_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
-from ansible_collections.fleetos.layering.plugins.plugin_utils._layered import locked_image, lock_proof_problem
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._layered import locked_image, lock_proof_problem
 
 ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "verify", "error")
 DEFAULT_POOL = "default"

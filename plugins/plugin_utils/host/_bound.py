@@ -29,7 +29,7 @@ import threading
 
 from ansible.errors import AnsibleConnectionFailure
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils._reboot import reset
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._reboot import reset
 
 
 class CommandTimeout(AnsibleConnectionFailure):

@@ -36,7 +36,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _update_ag
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_commands, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host, chain, read_file_argv
-from ansible_collections.fleetos.layering.plugins.plugin_utils._poll import PollTimeout, poll_until
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
 
 DEFAULT_PATH = "/var/lib/fleetos/rollout-lease.json"
 PHASES = ("planned", "rebooting", "activated", "failed", "done")

@@ -24,8 +24,12 @@ import yaml
 from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._compose import INPUTS_LABEL as INPUTS_ANNOTATION, LAYERS_LABEL
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import API_VERSION, check_header, only_keys
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _manifests
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import (
+    API_VERSION,
+    check_header,
+    only_keys,
+)
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _manifests
 
 KIND = "LayeredImage"
 LOCK_KIND = "LayeredImageLock"
@@ -324,7 +328,7 @@ def pinned_image(document, name, where="the lock"):
 def lock_record(path):
     """The lock a rollout reads (``fleetos_rollout_lock``), read once: ``{path, document, error}``, or None
     without a path. Never raises: a lock that does not exist or does not parse is ``error`` (one clause),
-    and only the hosts that name a LayeredImage fail on it (plugin_utils/_plan.py)."""
+    and only the hosts that name a LayeredImage fail on it (plugin_utils/rollout/_plan.py)."""
     if path is None or path == "":
         return None
     if not isinstance(path, str):

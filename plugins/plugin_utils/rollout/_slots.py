@@ -9,7 +9,7 @@
 
 """The rules of an activation's budget slots: who holds a slot, who failed, when to stop.
 
-A *book* is a JSON-serialisable mapping; plugin_utils/_book.py keeps it in a file on the
+A *book* is a JSON-serialisable mapping; plugin_utils/rollout/_book.py keeps it in a file on the
 controller for one run, shared by every fork of the run, and its class ``Book`` is what the
 action plugin and the strategy hold. A host activates as soon as its pool has a free slot: a
 slot freed is a slot taken (no waves). The functions below are pure: they take the book's
@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
 from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, status_digest
-from ansible_collections.fleetos.layering.plugins.plugin_utils._windows import schedule
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._windows import schedule
 
 VERSION = 2
 STATES = ("queued", "waiting", "holding", "done", "lost", "not_activated")
@@ -396,7 +396,7 @@ def record_of(book, host):
 def prepare_problem(record, status, backend):
     """Before the reboot, what is wrong with the host's deployments (os_info ``status``) for the
     record's mode, as a sentence, or None. finalize: the target is staged. rollback: the previous
-    deployment is the target, and nothing is staged unless the ``backend`` (plugin_utils/_backends.py)
+    deployment is the target, and nothing is staged unless the ``backend`` (plugin_utils/host/_backends.py)
     discards a staged deployment in its rollback (bootc; rpm-ostree's is cancelled first). verify:
     nothing is checked."""
     host, target = record["host"], record["target_digest"]
@@ -450,7 +450,7 @@ def record_event(book, host, event, now, status=None):
 
 
 def park_boot(book, host, sent, now=None):
-    """The host's reboot command ran (``sent``: plugin_utils/_reboot.send()'s ``before`` and ``start``, with the
+    """The host's reboot command ran (``sent``: plugin_utils/host/_reboot.send()'s ``before`` and ``start``, with the
     ``command``); the wait for its new boot is the next task's, which the strategy fleetos.layering.slots runs
     no earlier than ``wake_at``: WAKE_SHARE of the shortest boot this book has seen, after the command (at once
     before any host of the book booted). Meanwhile the host holds its budget slot, and no fork. ``now``: a wait

@@ -14,7 +14,7 @@ ask these (the filter fleetos.layering.backend_command) instead of checking the 
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.plugin_utils import _job, _rebase, _switch
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job, _rebase, _switch
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._host import shell_command
 from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown

@@ -14,7 +14,7 @@ import os
 import yaml
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
-from ansible_collections.fleetos.layering.plugins.plugin_utils._machine_image import (
+from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import (
     DEFINED_IN_ANNOTATION,
     MachineImageSet,
 )
