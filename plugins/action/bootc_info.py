@@ -5,12 +5,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.bootc_info (documented in plugins/modules/bootc_info.py): bootc
-runs on the host over the connection, module_utils/_bootc.py parses its JSON here."""
+runs on the host over the connection, module_utils/host/_bootc.py parses its JSON here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import oci_architecture
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 

@@ -22,7 +22,8 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _params
+from ansible_collections.fleetos.layering.plugins.module_utils import _params
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends, _bound, _reboot

@@ -9,7 +9,7 @@ the options checked as given, then the module run (plugin_utils/host/_module_act
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _compose
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _compose
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._module_action import ModuleAction
 
 

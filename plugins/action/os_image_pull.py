@@ -6,7 +6,7 @@
 
 """Action plugin of fleetos.layering.os_image_pull (documented in plugins/modules/os_image_pull.py):
 skopeo runs on the host over the connection and plugin_utils/host/_pull.py decides here; on the controller
-itself (the local connection) the collection's registry client (module_utils/_registry.py) reads the
+itself (the local connection) the collection's registry client (module_utils/images/_registry.py) reads the
 registry in this process, as os_image_compose does, so the controller needs no skopeo."""
 
 from __future__ import annotations

@@ -5,11 +5,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_info (documented in plugins/modules/os_info.py): bootc or
-rpm-ostree runs on the host over the connection, module_utils/_deployments.py reads its JSON here."""
+rpm-ostree runs on the host over the connection, module_utils/host/_deployments.py reads its JSON here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments, _update_agents
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 

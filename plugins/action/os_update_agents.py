@@ -5,11 +5,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.os_update_agents (documented in plugins/modules/os_update_agents.py): the
-agents are read over the connection in one command, module_utils/_update_agents.py decides and turns them off."""
+agents are read over the connection in one command, module_utils/host/_update_agents.py decides and turns them off."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 

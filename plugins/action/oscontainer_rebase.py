@@ -11,7 +11,7 @@ in one sentence instead of the shell's "not found"."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _oscontainer
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _oscontainer
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._module_action import ModuleAction
 
 _MISSING = ("not found", "No such file or directory")

@@ -5,11 +5,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Action plugin of fleetos.layering.rpm_ostree_info (documented in plugins/modules/rpm_ostree_info.py):
-rpm-ostree runs on the host over the connection, module_utils/_rpm_ostree.py parses its JSON here."""
+rpm-ostree runs on the host over the connection, module_utils/host/_rpm_ostree.py parses its JSON here."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _rpm_ostree
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments, _rpm_ostree
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 

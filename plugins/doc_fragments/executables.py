@@ -11,11 +11,11 @@ class ModuleDocFragment:
     """The paths of the tools the modules run on the host.
 
     C(fleetos.layering.executables.rpm_ostree) documents O(executable) of the modules
-    that run rpm-ostree (argument spec ``RPM_OSTREE_ARGS`` in ``module_utils/_rpm_ostree.py``),
+    that run rpm-ostree (argument spec ``RPM_OSTREE_ARGS`` in ``module_utils/host/_rpm_ostree.py``),
     C(fleetos.layering.executables.bootc) that of the modules that run bootc (``BOOTC_ARGS``
-    in ``module_utils/_bootc.py``);
+    in ``module_utils/host/_bootc.py``);
     C(fleetos.layering.executables.skopeo) documents O(skopeo_executable) of the
-    modules whose own tool is another one (``SKOPEO_ARGS`` in ``module_utils/_skopeo.py``).
+    modules whose own tool is another one (``SKOPEO_ARGS`` in ``module_utils/images/_skopeo.py``).
     """
 
     DOCUMENTATION = r"""

@@ -10,7 +10,7 @@ from __future__ import annotations
 class ModuleDocFragment:
     """The registry options of the modules that read an image with skopeo on the host.
 
-    The argument spec is ``REGISTRY_ARGS`` in ``module_utils/_skopeo.py``.
+    The argument spec is ``REGISTRY_ARGS`` in ``module_utils/images/_skopeo.py``.
     """
 
     DOCUMENTATION = r"""

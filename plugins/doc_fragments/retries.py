@@ -10,7 +10,7 @@ from __future__ import annotations
 class ModuleDocFragment:
     """The retry options of the modules that talk to a registry or to rpm-ostree.
 
-    The argument spec is ``RETRY_ARGS`` in ``module_utils/_commands.py``.
+    The argument spec is ``RETRY_ARGS`` in ``module_utils/host/_commands.py``.
     """
 
     DOCUMENTATION = r"""

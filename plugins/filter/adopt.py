@@ -9,9 +9,9 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import (
     COMMIT_LABELS,
     LEGACY_COMMIT_LABEL,
     derived_layer_count,

@@ -33,8 +33,8 @@ from ansible.module_utils.common.validation import (
 )
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.module_utils._origin import describe_char
+from ansible_collections.fleetos.layering.plugins.module_utils.host._origin import describe_char
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 
 # The longest value of a one-line option (PATH_MAX), and of a shell command option.
 MAX_LENGTH = 4096

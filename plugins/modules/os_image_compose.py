@@ -307,10 +307,10 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _compose
-from ansible_collections.fleetos.layering.plugins.module_utils._composer import Composer, check_params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _compose
+from ansible_collections.fleetos.layering.plugins.module_utils.images._composer import Composer, check_params
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 
 
 def main():

@@ -214,15 +214,6 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
-    OSTREE_AUTH_FILES,
-    credentials,
-    image_scopes,
-    ostree_auth_file,
-    temporary_auth_file,
-)
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import summary
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -230,8 +221,9 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     sentence,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._mounts import call_writable
-from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import summary
+from ansible_collections.fleetos.layering.plugins.module_utils.host._mounts import call_writable
+from ansible_collections.fleetos.layering.plugins.module_utils.host._oscontainer import (
     ARGUMENT_SPEC,
     Ostree,
     diff_text,
@@ -240,12 +232,20 @@ from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer impo
     oci_layers,
     oscontainer_commit,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import (
     EXIT_UNCHANGED,
     RpmOstreeClient,
     next_boot,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import (
+    OSTREE_AUTH_FILES,
+    credentials,
+    image_scopes,
+    ostree_auth_file,
+    temporary_auth_file,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import Skopeo
 
 WORK_PREFIX = "fleetos-oscontainer-"
 LAYOUT_TAG = "oscontainer"

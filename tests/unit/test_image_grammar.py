@@ -20,7 +20,7 @@ import importlib
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
 from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _machine_image
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _rebase as rpm_ostree_rebase
@@ -116,8 +116,8 @@ def verdict_rpm_ostree_rebase(text):
 # Every reader of a user's image goes here. The controller planner joins when it exists:
 # plugin_utils.rollout._plan.check_image(text) raises (or returns False) for a refused image.
 VERDICTS = [
-    ("module_utils._image_ref.parse", verdict_image_ref_parse),
-    ("module_utils._image_ref.parse_image", verdict_image_ref_parse_image),
+    ("module_utils.images._image_ref.parse", verdict_image_ref_parse),
+    ("module_utils.images._image_ref.parse_image", verdict_image_ref_parse_image),
     ("plugin_utils.images._machine_image.validate", verdict_machine_image),
     ("plugin_utils.host._rebase.target_reference", verdict_rpm_ostree_rebase),
 ]
@@ -164,7 +164,7 @@ def test_every_reader_gives_the_same_verdict(text, expected):
     if expected == OK:
         # The same image: the same name, and the same digest (a tag is resolved by the module only).
         ref = _image_ref.parse(text)
-        for name in ("module_utils._image_ref.parse", "module_utils._image_ref.parse_image",
+        for name in ("module_utils.images._image_ref.parse", "module_utils.images._image_ref.parse_image",
                      "plugin_utils.images._machine_image.validate"):
             assert verdicts[name][1] == (ref.name, ref.digest), name
         assert verdicts["plugin_utils.host._rebase.target_reference"][1] == (ref.name, ref.digest or RESOLVED)

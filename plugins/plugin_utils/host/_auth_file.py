@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import HostFileError, as_host
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),

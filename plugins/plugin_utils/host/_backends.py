@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job, _rebase, _switch
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import shell_command
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import shell_command
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.module_utils._params import defaults
 
 COMMANDS = ("finalize", "rollback", "cancel")

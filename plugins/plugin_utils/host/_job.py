@@ -35,7 +35,7 @@ import re
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import (
     ENVIRON,
     KEEP_SUFFIX,
     PLACE_SCRIPT,
@@ -44,7 +44,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._host import (
     error_line,
     quote,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
 
 # mktemp's template of a job's directory: the X are random letters and digits.

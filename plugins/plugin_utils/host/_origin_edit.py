@@ -25,8 +25,8 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     OriginError,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
-from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
+from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
+from ansible_collections.fleetos.layering.plugins.module_utils.host._origin import (
     Origin,
     check_group_name,
     check_key_name,
@@ -38,8 +38,8 @@ from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
     read_origin,
     write_origin,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 
 # The options of fleetos.layering.ostree_origin.
 ARGUMENT_SPEC = dict(

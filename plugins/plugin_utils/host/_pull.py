@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import HostFileError
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import (
     OSTREE_AUTH_FILES,
     credentials,
     default_auth_files,
@@ -29,20 +33,21 @@ from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
     image_scopes,
     ostree_auth_file,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DIGEST_FORM, is_digest, parse, shown
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import (
+    DIGEST_FORM,
+    is_digest,
+    parse,
+    shown,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import (
     FINAL_DIFFID_LABEL,
     VERSION_LABELS,
     first_label,
     image_commit,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import OciIndex
-from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
-from ansible_collections.fleetos.layering.plugins.module_utils._registry import ImageReader
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._oci_index import OciIndex
+from ansible_collections.fleetos.layering.plugins.module_utils.images._registry import ImageReader
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     REGISTRY_ARGS,
     Skopeo,
     host_architecture,

@@ -14,14 +14,18 @@ host needs no Python.
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import (
     OSTREE_AUTH_FILES,
     RUN_AUTH_FILE,
     ostree_auth_file,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import has_digest, manifest_digest, summary
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import (
+    has_digest,
+    manifest_digest,
+    summary,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     FleetosError,
@@ -29,13 +33,13 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
 )
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import (
     BUSY_MARKER,
     RPM_OSTREE_ARGS,
     RpmOstreeClient,
     next_boot,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     SKOPEO_ARGS,
     Skopeo,
     host_architecture,

@@ -36,7 +36,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     sentence,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._host import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import (
     Host,
     batch_argv,
     shell_command,

@@ -15,14 +15,14 @@ plugin's connection, so the host needs no Python.
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc, _deployments
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import ostree_auth_file
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, last_cause
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc, _deployments
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import ostree_auth_file
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit, is_bootable
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import SKOPEO_ARGS, Skopeo, resolve
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import imported_commit, is_bootable
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import SKOPEO_ARGS, Skopeo, resolve
 
 # The options of fleetos.layering.bootc_switch.
 ARGUMENT_SPEC = dict(

@@ -21,8 +21,11 @@ import re
 
 import yaml
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _auth, _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._compose import INPUTS_LABEL as INPUTS_ANNOTATION, LAYERS_LABEL
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _auth, _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils.images._compose import (
+    INPUTS_LABEL as INPUTS_ANNOTATION,
+    LAYERS_LABEL,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.plugin_utils.images._machine_image import (
     API_VERSION,

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
 from ansible_collections.fleetos.layering.plugins.plugin_utils.images._selector import (
     compile_selector,
     normalize_labels,

@@ -26,9 +26,9 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.utils.display import Display
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line
-from ansible_collections.fleetos.layering.plugins.module_utils._host import quote
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import quote
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends, _bound, _reboot
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _lease, _slots

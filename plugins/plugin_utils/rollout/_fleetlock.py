@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host, error_line
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import as_host, error_line
 
 # Seconds one request may take by default; a slow or silent server is an answer like any refusal.
 TIMEOUT = 30

@@ -32,10 +32,19 @@ import os
 import time
 from collections.abc import Mapping
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import BACKENDS, read_commands, read_host
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, InvalidInputError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host, chain, read_file_argv
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import (
+    BACKENDS,
+    read_commands,
+    read_host,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import (
+    HostFileError,
+    as_host,
+    chain,
+    read_file_argv,
+)
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
 
 DEFAULT_PATH = "/var/lib/fleetos/rollout-lease.json"

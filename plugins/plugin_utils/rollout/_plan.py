@@ -41,13 +41,14 @@ transport stages it (exactly as asked: never weakened), and the action:
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref, _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, one_line
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import imported_commit
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, has_digest
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import platform_digest
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import imported_commit
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import deployment_digest, has_digest
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import platform_digest
 from ansible_collections.fleetos.layering.plugins.plugin_utils.images._layered import locked_image, lock_proof_problem
 
 ACTIONS = ("skipped", "unchanged", "activate", "pin", "stage", "verify", "error")

@@ -30,7 +30,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import one_line
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest, status_digest
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import deployment_digest, status_digest
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._windows import schedule
 
 VERSION = 2

@@ -21,7 +21,7 @@ import pytest
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.test_bootc_info import FIXTURES, load_sample
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import bootc_switch
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc
 
 OLD = "sha256:" + "0a" * 32
 NEW = "sha256:" + "1b" * 32

@@ -19,7 +19,7 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.action.test_os_imag
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__host import HOSTILE
 from ansible_collections.fleetos.layering.plugins.action import (
     bootc_info, bootc_switch, os_image_pull, os_info, rpm_ostree_info)
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _pull
 
 RPM_OSTREE_STATUS = json.dumps({"deployments": [{"booted": True, "checksum": "a" * 64, "osname": "fedora-coreos",
@@ -288,13 +288,13 @@ ORIGIN_BEFORE = b"[origin]\nrefspec=a:b\n"
 
 def _origin_plugins():
     from ansible_collections.fleetos.layering.plugins.action import ostree_origin
-    from ansible_collections.fleetos.layering.plugins.module_utils import _origin
+    from ansible_collections.fleetos.layering.plugins.module_utils.host import _origin
     return ostree_origin, _origin
 
 
 def _origin_write_argv(path, before, read_only):
     """The one writer as the origin editor runs it: the directory locked, the origin's mode kept, no backup."""
-    from ansible_collections.fleetos.layering.plugins.module_utils import _host
+    from ansible_collections.fleetos.layering.plugins.module_utils.host import _host
     write = ["sh", "-c", _host.REPLACE_SCRIPT, "sh", path, hashlib.sha256(before).hexdigest(), "", "", "", "",
              "1" if read_only else ""]
     return (_host.UNSHARE + write) if read_only else write

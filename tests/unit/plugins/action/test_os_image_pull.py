@@ -22,7 +22,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, new_action
 from ansible_collections.fleetos.layering.plugins.action import os_image_pull
-from ansible_collections.fleetos.layering.plugins.module_utils import _auth
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _auth
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _pull
 
 SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")

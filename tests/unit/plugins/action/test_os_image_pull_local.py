@@ -23,7 +23,7 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__
     USER,
     FakeRegistry,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils import _auth
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _auth
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _pull
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -90,7 +90,7 @@ def test_bad_options_are_refused(stages, args, message):
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_bootc_switch as bootc  # noqa: E402
 from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_rpm_ostree_rebase as rpm  # noqa: E402
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc  # noqa: E402
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc  # noqa: E402
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job  # noqa: E402
 
 JOB = "/run/fleetos/stage.Xy3kQ9aB2c"

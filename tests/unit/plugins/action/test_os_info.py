@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import os_info
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import parse
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import parse
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan
 
 BOOTC = "bootc"  # found by the host's shell when it runs

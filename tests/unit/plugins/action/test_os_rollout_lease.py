@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.plugins.action import os_rollout_lease
-from ansible_collections.fleetos.layering.plugins.module_utils import _host
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _host
 
 OWNER = {"controller": "ctl", "user": "ops", "pid": 4242}
 

@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, new_action
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__update_agents import probe_output
 from ansible_collections.fleetos.layering.plugins.action import os_update_agents
-from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents
 
 TIMER = "bootc-fetch-apply-updates.timer"
 BOOTC_ON = probe_output({TIMER: ("enabled", "active")}).decode("utf-8", "surrogateescape")

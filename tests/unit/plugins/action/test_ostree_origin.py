@@ -22,7 +22,7 @@ import pytest
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.action import ostree_origin
-from ansible_collections.fleetos.layering.plugins.module_utils import _host, _origin
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _host, _origin
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _origin_edit
 
 REFERENCE = "ostree-unverified-registry:198.51.100.1:5000/fleetos/lab-os@sha256:" + "f5" * 32

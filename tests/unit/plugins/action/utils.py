@@ -48,7 +48,7 @@ def fake_host(monkeypatch):
 
     from ansible.plugins.action import ActionBase
 
-    from ansible_collections.fleetos.layering.plugins.module_utils import _host
+    from ansible_collections.fleetos.layering.plugins.module_utils.host import _host
 
     state = {"calls": [], "results": [], "hooks": {}, "which": {}, "machine": "x86_64", "lines": [], "lookups": [],
              "files": [], "batches": [], "sent": []}

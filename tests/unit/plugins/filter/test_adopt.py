@@ -8,7 +8,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.filter import adopt
-from ansible_collections.fleetos.layering.plugins.module_utils import _rpm_ostree
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _rpm_ostree
 
 C1 = "5d3965ddc23da6be463b043cd818e26108286f028f95f1bdf9806372b17368fd"
 C2 = "f6f57efc27907e9cb02b25abe8f662c83e5518573f8ac72db56d352f0e53132a"

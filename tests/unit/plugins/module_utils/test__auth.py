@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
-from ansible_collections.fleetos.layering.plugins.module_utils import _auth
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _auth
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import READ_SCRIPT
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import READ_SCRIPT
 
 SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")
 FIXTURES = SHARED / "reference" / "fixtures"

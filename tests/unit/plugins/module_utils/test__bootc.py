@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
-from ansible_collections.fleetos.layering.plugins.module_utils import _bootc
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     ImageError,

@@ -9,17 +9,17 @@ import inspect
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils.host._bootc import BootcClient
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
     ToolClient,
     default_cause,
     first_line,
     run_command,
     strip_decoration,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import Skopeo
+from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import Skopeo
 
 ARGV = ["/usr/bin/tool", "sub", "--", "$HOME ~x"]
 

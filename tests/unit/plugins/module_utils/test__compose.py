@@ -13,8 +13,8 @@ import tarfile
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _compose
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _compose
 
 BASE = "198.51.100.1:5000/fleetos/lab-os"
 

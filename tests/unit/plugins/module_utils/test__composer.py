@@ -11,8 +11,12 @@ import os
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils._composer import BlobCache, _version_key, check_params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils.images._composer import (
+    BlobCache,
+    _version_key,
+    check_params,
+)
 
 REG = "198.51.100.1:5000"
 DIGEST = "sha256:" + "5e" * 32

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import (
     SUMMARY_EXTRAS,
     deployment_digest,
     has_digest,

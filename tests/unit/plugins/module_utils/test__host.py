@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _host
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _host
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import ConnectionHost
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
 
 D1 = "sha256:" + "f55ba58f2e79c31ae4735067a47db9c8aee2e6efdf086755fe04c7f25d4575a3"
 D2 = "sha256:" + "0" * 63 + "1"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import (
     derived_layer_count,
     first_label,
     image_commit,

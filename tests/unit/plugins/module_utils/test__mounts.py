@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _mounts
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _mounts
 
 # As /proc/self/mountinfo shows a Fedora CoreOS host: / is a deployment bind-mounted
 # from the root file system, /sysroot the read-only mount of that file system.
@@ -50,7 +50,7 @@ def test_writable_mount_runs_the_function_here(tmp_path):
 
 CHILD = textwrap.dedent("""\
     import json, os, subprocess, sys
-    from ansible_collections.fleetos.layering.plugins.module_utils import _mounts
+    from ansible_collections.fleetos.layering.plugins.module_utils.host import _mounts
     from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError
     target = sys.argv[1]
     subprocess.run(["mount", "--make-rprivate", "/"], check=True)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import REF_NAME, OciIndex
+from ansible_collections.fleetos.layering.plugins.module_utils.images._oci_index import REF_NAME, OciIndex
 
 A = "sha256:" + "a1" * 32
 B = "sha256:" + "b2" * 32

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _host, _origin
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _host, _origin
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils import snapshot_dir
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
-from ansible_collections.fleetos.layering.plugins.module_utils._origin import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._origin import (
     Origin,
     escape,
     format_list,

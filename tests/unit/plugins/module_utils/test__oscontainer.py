@@ -13,9 +13,9 @@ import tarfile
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._oscontainer import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments
+from ansible_collections.fleetos.layering.plugins.module_utils.host._oscontainer import (
     Ostree,
     UnsafeEntryError,
     diff_text,

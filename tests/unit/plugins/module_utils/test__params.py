@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.plugins.module_utils import _params
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError, sentence
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 

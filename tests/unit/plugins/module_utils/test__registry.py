@@ -21,9 +21,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _registry
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import from_pull_secret
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _registry
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import from_pull_secret
 
 USER, PASSWORD = "robot", "s3cret$pass"
 TOKEN = "tok-" + "z" * 20

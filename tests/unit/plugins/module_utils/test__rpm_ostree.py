@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _deployments, _rpm_ostree
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,
     TransactionBusyError,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments, _rpm_ostree
 
 SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[5] / "shared")))
 FIXTURES = SHARED / "reference" / "fixtures"

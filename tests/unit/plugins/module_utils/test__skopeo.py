@@ -11,9 +11,9 @@ import json
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
-from ansible_collections.fleetos.layering.plugins.module_utils import _skopeo
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _skopeo
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     Skopeo,
     describe_failure,
     describe_manifest,

@@ -1,7 +1,7 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""module_utils/_update_agents: what each update agent would do, read from one command, and turning them off."""
+"""module_utils/host/_update_agents: what each update agent would do, read from one command, and turning them off."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents as agents
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import Host
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents as agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import Host
 
 SHIPPED = b"[updates]\nenabled = true\n"
 STRATEGY = b"[updates]\nstrategy = \"fleet_lock\"\n\n[updates.fleet_lock]\nbase_url = \"http://fleetlock.example.com:8080/\"\n"

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-from ansible_collections.fleetos.layering.plugins.module_utils._host import ENVIRON, Host
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import ENVIRON, Host
 
 
 class LocalHost(Host):

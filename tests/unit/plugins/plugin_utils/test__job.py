@@ -23,7 +23,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     InvalidInputError,
     TransactionBusyError,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.module_utils._params import defaults
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import ConnectionHost
 

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import parse
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import parse
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._rebase import (
     check_input,
     diff_text,

@@ -24,15 +24,19 @@ import hashlib
 import json
 import re
 
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
     ToolClient,
     run_command,
     strip_decoration,
     to_text,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, oci_architecture, parse
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import as_host
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import (
+    is_digest,
+    oci_architecture,
+    parse,
+)
 
 # The options of every module that reads images from a registry with skopeo
 # (documented by the fleetos.layering.registry doc fragment).

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import is_digest, shown
 
 # The annotation that names a manifest of a layout (a tag, or what the writer chose).
 REF_NAME = "org.opencontainers.image.ref.name"

@@ -19,21 +19,21 @@ import os
 import pwd
 import re
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _compose
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import credentials, ostree_auth_file
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils._files import replace_file
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import is_digest, parse_image, shown
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import VERSION_LABELS, first_label
 from ansible_collections.fleetos.layering.plugins.module_utils._params import check_directory
-from ansible_collections.fleetos.layering.plugins.module_utils._registry import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _compose
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import credentials, ostree_auth_file
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import is_digest, parse_image, shown
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import VERSION_LABELS, first_label
+from ansible_collections.fleetos.layering.plugins.module_utils.images._registry import (
     BlobCopy,
     Registry,
     copy_blob,
     push_blob,
     sha256_digest,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     describe_manifest,
     platform_digest,
     platform_key,

@@ -45,9 +45,9 @@ from ansible.module_utils.urls import basic_auth_header
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._files import place_file
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, is_digest, parse
-from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import REF_NAME, OciIndex
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import DOCKER_HUB, is_digest, parse
+from ansible_collections.fleetos.layering.plugins.module_utils.images._oci_index import REF_NAME, OciIndex
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
     OCI_INDEX,

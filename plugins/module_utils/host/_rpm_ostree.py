@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
-    ToolClient,
-    default_cause,
-    first_line,
-    last_cause,
-)
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,
     TransactionBusyError,
 )
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
+    ToolClient,
+    default_cause,
+    first_line,
+    last_cause,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
 
 EXIT_UNCHANGED = 77
 BUSY_MARKER = "Transaction in progress"

@@ -11,13 +11,13 @@ option deployments."""
 
 from __future__ import annotations
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _update_agents
-from ansible_collections.fleetos.layering.plugins.module_utils._bootc import BootcClient, origin_status
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import find_executable
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host, which_argv
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import oci_architecture
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents
+from ansible_collections.fleetos.layering.plugins.module_utils.host._bootc import BootcClient, origin_status
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import find_executable
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import as_host, which_argv
+from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import RpmOstreeClient
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import oci_architecture
 
 BACKENDS = ("auto", "bootc", "rpm-ostree")
 

@@ -30,8 +30,8 @@ import tempfile
 from contextlib import contextmanager
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, error_line
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import DOCKER_HUB, parse
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import HostFileError, error_line
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import DOCKER_HUB, parse
 
 AUTH_FILE_NAME = "auth.json"
 RUN_AUTH_FILE = "/run/ostree/auth.json"

@@ -25,13 +25,17 @@ import re
 import shutil
 import tarfile
 
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS, find_executable, run_command
-from ansible_collections.fleetos.layering.plugins.module_utils._deployments import deployment_digest
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
-from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import OciIndex
-from ansible_collections.fleetos.layering.plugins.module_utils._rpm_ostree import RPM_OSTREE_ARGS
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import REGISTRY_ARGS, SKOPEO_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
+    RETRY_ARGS,
+    find_executable,
+    run_command,
+)
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import deployment_digest
+from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import RPM_OSTREE_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import BOOTABLE_LABEL, LEGACY_COMMIT_LABEL
+from ansible_collections.fleetos.layering.plugins.module_utils.images._oci_index import OciIndex
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import REGISTRY_ARGS, SKOPEO_ARGS
 
 REPO_PATH = ("srv", "repo")
 WHITEOUT = ".wh."

@@ -21,8 +21,8 @@ import re
 import time
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import as_host
-from ansible_collections.fleetos.layering.plugins.module_utils._image_ref import shown
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import as_host
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 
 # The shell's status for a command it could not find (POSIX).
 NOT_FOUND = 127

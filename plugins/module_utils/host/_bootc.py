@@ -30,16 +30,16 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.fleetos.layering.plugins.module_utils import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils._auth import RUN_AUTH_FILE
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import RUN_AUTH_FILE
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
     ToolClient,
     checked,
     default_cause,
     run_command,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._host import HostFileError, as_host
-from ansible_collections.fleetos.layering.plugins.module_utils._oci_index import OciIndex
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import HostFileError, as_host
+from ansible_collections.fleetos.layering.plugins.module_utils.images._oci_index import OciIndex
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     ImageError,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import OriginError
-from ansible_collections.fleetos.layering.plugins.module_utils._host import (
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import (
     EXIT_CHANGED,
     EXIT_MOUNT,
     EXIT_NOT_REGULAR,

@@ -38,10 +38,10 @@ import json
 import re
 import tarfile
 
-from ansible_collections.fleetos.layering.plugins.module_utils._commands import RETRY_ARGS
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
-from ansible_collections.fleetos.layering.plugins.module_utils._registry import sha256_digest
-from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._registry import sha256_digest
+from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import (
     BOOTABLE_LABELS,
     COMMIT_LABELS,
     FINAL_DIFFID_LABEL,
@@ -49,7 +49,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._labels import (
     first_label,
     is_bootable,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._skopeo import (
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     DOCKER_MANIFEST,
     OCI_INDEX,
     OCI_MANIFEST,
