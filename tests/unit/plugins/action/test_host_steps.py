@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, run_action
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.test_os_image_pull import fake_pull_host
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__host import HOSTILE
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.host.test__host import HOSTILE
 from ansible_collections.fleetos.layering.plugins.action import (
     bootc_info, bootc_switch, os_image_pull, os_info, rpm_ostree_info)
 from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action import test_os_image_pull
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__registry import (
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.images.test__registry import (
     PASSWORD,
     TOKEN,
     USER,

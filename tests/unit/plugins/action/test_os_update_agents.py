@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """os_update_agents: the action plugin on a faked connection; the agents are read in one command, turned off, and
 the diff shown only when the task asks for one. What each agent does and how it is turned off:
-tests/unit/plugins/module_utils/test__update_agents.py."""
+tests/unit/plugins/module_utils/host/test__update_agents.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from unittest.mock import MagicMock
 import pytest
 
 from ansible_collections.fleetos.layering.tests.unit.plugins.action.utils import fake_host, new_action
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__update_agents import probe_output
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.host.test__update_agents import probe_output
 from ansible_collections.fleetos.layering.plugins.action import os_update_agents
 from ansible_collections.fleetos.layering.plugins.module_utils.host import _update_agents
 

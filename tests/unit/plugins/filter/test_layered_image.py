@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The LayeredImage filters: each one's choice between the functions of plugin_utils/images/_layered.py (tested in
-tests/unit/plugins/plugin_utils/test__layered.py) and their errors as AnsibleFilterError."""
+tests/unit/plugins/plugin_utils/images/test__layered.py) and their errors as AnsibleFilterError."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.fleetos.layering.plugins.filter import layered_image
 from ansible_collections.fleetos.layering.plugins.plugin_utils.images import _layered
-from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.test__layered import (
+from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.images.test__layered import (
     D,
     GOOD,
     REG,

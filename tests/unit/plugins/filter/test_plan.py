@@ -33,9 +33,12 @@ from ansible_collections.fleetos.layering.plugins.filter.plan import (
 from ansible_collections.fleetos.layering.plugins.filter.playbook_spec import playbook_variable_errors, playbook_variables
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout import _plan_report
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan
-from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.test__fleet import POOL_IMAGE, fleet
-from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.test__plan_report import NOT_READ, READ
-from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.test__rollout_hosts import (
+from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.rollout.test__fleet import POOL_IMAGE, fleet
+from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.rollout.test__plan_report import (
+    NOT_READ,
+    READ,
+)
+from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.rollout.test__rollout_hosts import (
     TARGET,
     acquired,
     dead_owner,

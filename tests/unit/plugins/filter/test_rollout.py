@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Unit tests for the rollout filters: budgets and windows; the report filters are
-plugin_utils/rollout/_rollout_report's functions, tested in tests/unit/plugins/plugin_utils/test__rollout_report.py."""
+plugin_utils/rollout/_rollout_report's functions, tested in
+tests/unit/plugins/plugin_utils/rollout/test__rollout_report.py."""
 
 from __future__ import annotations
 

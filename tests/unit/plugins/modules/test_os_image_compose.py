@@ -16,7 +16,12 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.modules.utils impor
 from ansible.module_utils import basic
 
 from ansible_collections.fleetos.layering.plugins.modules import os_image_compose
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__registry import PASSWORD, USER, FakeRegistry, sha
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.images.test__registry import (
+    PASSWORD,
+    USER,
+    FakeRegistry,
+    sha,
+)
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

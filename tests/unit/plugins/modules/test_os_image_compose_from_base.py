@@ -11,7 +11,12 @@ import json
 
 import pytest
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__registry import PASSWORD, USER, FakeRegistry, sha
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.images.test__registry import (
+    PASSWORD,
+    USER,
+    FakeRegistry,
+    sha,
+)
 from ansible_collections.fleetos.layering.tests.unit.plugins.modules.test_os_image_compose import (
     BASE_LABELS,
     OCI_GZIP,

@@ -31,7 +31,7 @@ def _shared_dir():
     env = os.environ.get("FLEETOS_SHARED")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[5] / "shared"
+    return Path(__file__).resolve().parents[6] / "shared"
 
 
 FIXTURES = _shared_dir() / "reference" / "fixtures"

@@ -23,7 +23,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils.images._labels im
     is_legacy_oscontainer,
 )
 
-SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")
+SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[6] / "shared")
 FIXTURES = SHARED / "reference" / "fixtures"
 
 BASE_COMMIT = "d" * 64

@@ -18,7 +18,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils.images import _au
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils.host._host import READ_SCRIPT
 
-SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[5] / "shared")
+SHARED = Path(os.environ.get("FLEETOS_SHARED") or Path(__file__).resolve().parents[6] / "shared")
 FIXTURES = SHARED / "reference" / "fixtures"
 PASSWORD = "p$a ss'wörd"
 

@@ -25,7 +25,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     TransactionBusyError,
 )
 
-SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[5] / "shared")))
+SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[6] / "shared")))
 SCHEMA = SHARED / "reference" / "fixtures" / "bootc-status__bootc-docs__host-v1.schema.json"
 D = "sha256:" + "5e" * 32
 OTHER = "sha256:" + "7a" * 32

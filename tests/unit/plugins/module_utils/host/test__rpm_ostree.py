@@ -18,7 +18,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
 )
 from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments, _rpm_ostree
 
-SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[5] / "shared")))
+SHARED = Path(os.environ.get("FLEETOS_SHARED", str(Path(__file__).resolve().parents[6] / "shared")))
 FIXTURES = SHARED / "reference" / "fixtures"
 SAMPLE_PREFIX = "rpm-ostree-status__"
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.test__host import _LocalAction
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.host.test__host import _LocalAction
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job, _rebase
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
