@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
     ToolClient,
     run_command,
@@ -32,6 +32,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils.host._commands im
     to_text,
 )
 from ansible_collections.fleetos.layering.plugins.module_utils.host._host import as_host
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import ostree_auth_file
 from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import (
     is_digest,
     oci_architecture,
@@ -288,6 +289,54 @@ class Skopeo(ToolClient):
 def host_architecture(host):
     """The OCI architecture of ``host`` (a ``_host.Host``): its ``uname -m`` mapped by ``_image_ref.oci_architecture``."""
     return oci_architecture(as_host(host).machine())
+
+
+class Resolver:
+    """The stage's target resolved with skopeo on ``host`` (its manifest only, :func:`resolve`), at most once a
+    task: ``params`` are the stage's options (``skopeo_executable``, ``retries``, ``retry_delay``, ``auth_file``);
+    without an ``auth_file`` the first of ``auth_files`` the host has is used, as the host's tool would.
+
+    ``resolver(ref)`` is the resolution for the host's architecture (read with ``uname -m`` when first needed);
+    ``resolver(ref, for_host=False)`` names no architecture, for the digest of a tag alone. A failure is raised
+    again when asked again: the registry is not asked twice."""
+
+    def __init__(self, host, params, auth_files):
+        self.host = host
+        self.params = params
+        self.auth_files = auth_files
+        self._architecture = None
+        self._answers = {}
+
+    @property
+    def architecture(self):
+        """The host's OCI architecture, read from the host when first needed."""
+        if self._architecture is None:
+            self._architecture = host_architecture(self.host)
+        return self._architecture
+
+    def __call__(self, ref, for_host=True):
+        if for_host not in self._answers:
+            params = self.params
+            skopeo = Skopeo(self.host, params["skopeo_executable"], option="skopeo_executable",
+                            retries=params["retries"], retry_delay=params["retry_delay"])
+            auth_file = params["auth_file"] or ostree_auth_file(self.auth_files, host=self.host)
+            try:
+                self._answers[for_host] = resolve(skopeo, ref.image, (self.architecture,) if for_host else (),
+                                                  auth_file=auth_file)
+            except FleetosError as exc:
+                self._answers[for_host] = exc
+        answer = self._answers[for_host]
+        if isinstance(answer, FleetosError):
+            raise answer
+        return answer
+
+    def platform_digest(self, ref):
+        """The manifest digest of ``ref`` for the host's architecture (the digest itself for a plain manifest)."""
+        return self(ref)["platform_digests"][self.architecture]
+
+    def tag_digest(self, ref):
+        """The digest ``ref``'s tag names (an index's own digest for an index)."""
+        return self(ref, for_host=False)["digest"]
 
 
 def resolve(skopeo, image_text, architectures=(), auth_file=None, cert_dir=None, tls_verify=True):

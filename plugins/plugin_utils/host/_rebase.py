@@ -15,23 +15,14 @@ host needs no Python.
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import (
-    OSTREE_AUTH_FILES,
-    RUN_AUTH_FILE,
-    ostree_auth_file,
-)
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import OSTREE_AUTH_FILES, RUN_AUTH_FILE
 from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import (
     has_digest,
     manifest_digest,
     summary,
 )
-from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
-    CommandError,
-    FleetosError,
-    ImageError,
-    InvalidInputError,
-)
+from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree import (
     BUSY_MARKER,
@@ -41,9 +32,7 @@ from ansible_collections.fleetos.layering.plugins.module_utils.host._rpm_ostree 
 )
 from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     SKOPEO_ARGS,
-    Skopeo,
-    host_architecture,
-    resolve,
+    Resolver,
 )
 
 # The options of fleetos.layering.rpm_ostree_rebase.
@@ -60,45 +49,6 @@ ARGUMENT_SPEC.update(RETRY_ARGS)
 ARGUMENT_SPEC.update(RPM_OSTREE_ARGS)
 ARGUMENT_SPEC.update(SKOPEO_ARGS)
 REQUIRED_IF = [("transport", "remote", ["ostree_remote"])]
-
-
-class Resolver:
-    """Resolves the target image with skopeo on the host, reading only its manifest, at most once."""
-
-    def __init__(self, host, params):
-        self.host = host
-        self.params = params
-        self._architecture = None
-        self.resolved = None
-        self.error = None
-
-    @property
-    def architecture(self):
-        """The host's OCI architecture, read from the host when first needed."""
-        if self._architecture is None:
-            self._architecture = host_architecture(self.host)
-        return self._architecture
-
-    def __call__(self, ref):
-        """:func:`_skopeo.resolve` of ``ref`` for the host's architecture (cached)."""
-        if self.error is not None:
-            raise self.error
-        if self.resolved is None:
-            params = self.params
-            skopeo = Skopeo(self.host, params["skopeo_executable"], option="skopeo_executable",
-                            retries=params["retries"], retry_delay=params["retry_delay"])
-            auth_file = params["auth_file"] or ostree_auth_file(OSTREE_AUTH_FILES, host=self.host)
-            try:
-                self.resolved = resolve(skopeo, ref.image, (self.architecture,), auth_file=auth_file)
-            except FleetosError as exc:
-                # Asked again in the same run, the registry is not asked again.
-                self.error = exc
-                raise
-        return self.resolved
-
-    def platform_digest(self, ref):
-        """The manifest digest of ``ref`` for the host's architecture (the digest itself for a plain manifest)."""
-        return self(ref)["platform_digests"][self.architecture]
 
 
 def diff_text(summary):
@@ -161,7 +111,7 @@ class Rebase(LongCommand):
         """-> (client, resolver, the pinned target ImageRef)."""
         client = RpmOstreeClient(host, executable=params["executable"], retries=params["retries"],
                                  retry_delay=params["retry_delay"])
-        resolver = Resolver(host, params)
+        resolver = Resolver(host, params, OSTREE_AUTH_FILES)
         return client, resolver, target_reference(params, resolver)
 
     @property

@@ -16,13 +16,12 @@ plugin's connection, so the host needs no Python.
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc, _deployments
-from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import ostree_auth_file
 from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import imported_commit, is_bootable
-from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import SKOPEO_ARGS, Skopeo, resolve
+from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import SKOPEO_ARGS, Resolver
 
 # The options of fleetos.layering.bootc_switch.
 ARGUMENT_SPEC = dict(
@@ -43,16 +42,6 @@ ARGUMENT_SPEC.update(SKOPEO_ARGS)
 
 def diff_text(summary):
     return "reference: %s\ntransport: %s\ndigest: %s\n" % (summary["reference"], summary["transport"], summary["digest"])
-
-
-def tag_resolver(host, params):
-    """-> resolve(ref): the digest of a registry tag, read with skopeo on ``host`` (the manifest only)."""
-    def resolve_tag(ref):
-        skopeo = Skopeo(host, params["skopeo_executable"], option="skopeo_executable",
-                        retries=params["retries"], retry_delay=params["retry_delay"])
-        auth_file = params["auth_file"] or ostree_auth_file(_bootc.AUTH_FILES, host=host)
-        return resolve(skopeo, ref.image, (), auth_file=auth_file)["digest"]
-    return resolve_tag
 
 
 def check_input(host, params):
@@ -99,7 +88,7 @@ class Switch(LongCommand):
         """-> (client, the image text bootc gets, its digest)."""
         client = _bootc.BootcClient(host, executable=params["executable"], retries=params["retries"],
                                     retry_delay=params["retry_delay"])
-        image, digest = _bootc.target_image(params, tag_resolver(host, params), host)
+        image, digest = _bootc.target_image(params, Resolver(host, params, _bootc.AUTH_FILES).tag_digest, host)
         return client, image, digest
 
     def _options(self):

@@ -13,6 +13,8 @@ import pytest
 from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils.images import _skopeo
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import Host
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import parse
 from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo import (
     Skopeo,
     describe_failure,
@@ -424,3 +426,55 @@ def test_host_architecture(machine, architecture):
         def machine(self):
             return machine
     assert _skopeo.host_architecture(Machine()) == architecture
+
+
+class RegistryHost(Host):
+    """A host whose skopeo answers ``raw`` (or fails with ``stderr``), with the auth files of ``present``; it
+    records every command it runs."""
+
+    finds_on_run = True
+
+    def __init__(self, raw=OCI_INDEX, stderr=None, present=(), machine="x86_64"):
+        self.raw, self.stderr, self.present, self._machine = raw, stderr, present, machine
+        self.commands = []
+
+    def run(self, argv, data=None, binary=False):
+        self.commands.append(list(argv))
+        return (1, b"", self.stderr) if self.stderr else (0, self.raw, b"")
+
+    def test(self, *expression):
+        self.commands.append(["test"] + list(expression))
+        return expression[-1] in self.present
+
+    def machine(self):
+        self.commands.append(["uname", "-m"])
+        return self._machine
+
+
+RESOLVER_PARAMS = {"skopeo_executable": None, "retries": 0, "retry_delay": 0, "auth_file": None}
+
+
+def test_the_resolver_reads_the_manifest_once_for_the_host_s_architecture_with_the_host_s_auth_file():
+    host = RegistryHost(present=("/run/b.json",))
+    resolver = _skopeo.Resolver(host, RESOLVER_PARAMS, ("/etc/a.json", "/run/b.json"))
+    ref = parse(IMAGE)
+    assert resolver.platform_digest(ref) == AMD and resolver(ref)["digest"] == sha(OCI_INDEX)
+    assert host.commands == [["test", "-e", "/etc/a.json"], ["test", "-e", "/run/b.json"], ["uname", "-m"],
+                             ["skopeo", "inspect", "--raw", "--authfile", "/run/b.json", "--", "docker://" + IMAGE]]
+
+
+def test_the_resolver_gives_a_tag_s_digest_without_reading_the_host_s_architecture():
+    host = RegistryHost()
+    resolver = _skopeo.Resolver(host, dict(RESOLVER_PARAMS, auth_file="/given.json"), ("/etc/a.json",))
+    assert resolver.tag_digest(parse(IMAGE)) == sha(OCI_INDEX)
+    assert host.commands == [["skopeo", "inspect", "--raw", "--authfile", "/given.json", "--", "docker://" + IMAGE]]
+
+
+def test_the_resolver_raises_its_failure_again_without_asking_the_registry_again():
+    host = RegistryHost(stderr=b"manifest unknown")
+    resolver = _skopeo.Resolver(host, RESOLVER_PARAMS, ())
+    for _attempt in range(2):
+        with pytest.raises(ImageError) as caught:
+            resolver.tag_digest(parse(IMAGE))
+        assert "manifest unknown" in caught.value.msg
+    assert len([argv for argv in host.commands if argv[0] == "skopeo"]) == 1

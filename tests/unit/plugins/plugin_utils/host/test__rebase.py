@@ -26,7 +26,7 @@ OTHER = "sha256:" + "2c" * 32
 
 
 class Registry:
-    """What the registry says of the target (as _rebase.Resolver reads it with skopeo); ``asked`` counts the reads."""
+    """What the registry says of the target (as _skopeo.Resolver reads it with skopeo); ``asked`` counts the reads."""
 
     def __init__(self, digest=INDEX, platform=AMD):
         self.digest = digest
