@@ -197,7 +197,11 @@ class Activation:
         # slot of) one that is not.
         written = not self.config["lease"]
         deadline = self.action._clock() + args["timeout"]
-        while True:
+
+        def attempt():
+            # -> None to wait, else (answer, reason). The book judges the deadline in the same hold as the try: a
+            # slot freed for the host meanwhile is not given back unseen.
+            nonlocal written
             with self._book() as book:
                 answer, reason = book.try_acquire(self.host, self.action._clock(), take=written,
                                                   activation_seconds=self.config["reboot"]["reboot_timeout"])
@@ -220,12 +224,14 @@ class Activation:
                 if problem:
                     with self._book() as book:
                         book.give_back(self.host, problem, self.action._clock())
-                    return False, problem
+                    return "refused", problem
                 written = True
-                continue
-            if answer != "wait":
-                break
-            self.action._sleep(args["poll_interval"])
+                # Asked again at once, not after an interval.
+                return attempt()
+            return None if answer == "wait" else (answer, reason)
+
+        answer, reason = poll_until(attempt, float("inf"), args["poll_interval"], self.action._sleep,
+                            self.action._clock)
         if answer != "granted":
             return False, reason
         locked = False

@@ -27,6 +27,8 @@ import time
 from collections import Counter
 from multiprocessing.connection import wait
 
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._poll import PollTimeout, poll_until
+
 # Seconds between two looks at the strategy's end (ansible-core's _terminated) and at the workers' requests while
 # every worker is busy.
 STEP = 0.01
@@ -70,15 +72,15 @@ def wait_for_a_result(results, terminated=lambda: False, tend=None, timeout=RESU
     """Return once ``results`` (a strategy's ``_results``, which ansible-core's results thread fills) holds a result,
     ``terminated()`` is true, ``also()`` is true (when given), or ``timeout`` seconds went by; -> whether a result is
     there. ``tend`` is called before each look."""
-    until = clock() + timeout
-    while True:
+    def attempt():
         if tend is not None:
             tend()
-        if results or terminated() or (also is not None and also()):
-            return bool(results)
-        if clock() >= until:
-            return False
-        sleep(step)
+        return bool(results) if results or terminated() or (also is not None and also()) else None
+
+    try:
+        return poll_until(attempt, timeout, step, sleep, clock)
+    except PollTimeout:
+        return False
 
 
 class RemovedHosts(list):
