@@ -136,11 +136,31 @@ def find_executable(host, executable, name, option):
     return binary
 
 
+def retrying(attempt, errors, retries, retry_delay, sleep, accept=None, gave_up=None):
+    """The one retry policy: ``attempt(attempts)`` (the runs so far, this one included), tried again after
+    ``retry_delay`` seconds (``sleep``), ``retries`` times at most, while it raises one of ``errors`` that
+    ``accept(exc)`` takes (default: any); -> its value. After the last try, ``gave_up(exc, attempts)`` is raised in
+    its place when given."""
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return attempt(attempts)
+        except errors as exc:
+            if accept is not None and not accept(exc):
+                raise
+            if attempts > retries:
+                if gave_up is None:
+                    raise
+                raise gave_up(exc, attempts) from None
+        sleep(retry_delay)
+
+
 class ToolClient:
     """A tool run on a host (``_host.Host``, or the AnsibleModule of a module on the host) through
     :func:`run_command`. A subclass names the tool (``tool``: its executable and its messages); ``option`` is the
-    module option that sets the executable. ``retries`` and ``retry_delay`` are the one retry policy of
-    :meth:`retrying`."""
+    module option that sets the executable. ``retries`` and ``retry_delay`` are what :meth:`retrying` gives
+    :func:`retrying`."""
 
     tool = None
 
@@ -164,19 +184,5 @@ class ToolClient:
         return checked(self.host, argv, action, rc, out, err, ok_rcs=ok_rcs, describe=describe)
 
     def retrying(self, attempt, errors, accept=None, gave_up=None):
-        """``attempt(attempts)`` (the runs so far, this one included), tried again after ``retry_delay`` seconds,
-        ``retries`` times at most, while it raises one of ``errors`` that ``accept(exc)`` takes (default: any);
-        -> its value. After the last try, ``gave_up(exc, attempts)`` is raised in its place when given."""
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                return attempt(attempts)
-            except errors as exc:
-                if accept is not None and not accept(exc):
-                    raise
-                if attempts > self.retries:
-                    if gave_up is None:
-                        raise
-                    raise gave_up(exc, attempts) from None
-            self._sleep(self.retry_delay)
+        """:func:`retrying` with this client's ``retries``, ``retry_delay`` and sleep."""
+        return retrying(attempt, errors, self.retries, self.retry_delay, self._sleep, accept=accept, gave_up=gave_up)

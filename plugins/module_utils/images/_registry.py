@@ -43,6 +43,7 @@ from urllib.request import Request as _UrlRequest
 
 from ansible.module_utils.urls import basic_auth_header
 
+from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import retrying
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils._files import place_file
 from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import DOCKER_HUB, is_digest, parse
@@ -121,6 +122,10 @@ def _error_code(exc):
         return str(body["errors"][0]["code"])
     except Exception:  # pylint: disable=broad-except
         return None
+
+
+class _TransientImageError(ImageError):
+    """A failed request worth trying again (``_cause``: a timeout, a refused connection, HTTP 429 or 5xx)."""
 
 
 def _cause(exc, missing):
@@ -258,9 +263,9 @@ class Registry:
         """
         url = urljoin(self.base + "/", path)
         scopes = scopes or ["repository:%s:pull" % repository]
-        attempt = 0
-        challenged = False
-        while True:
+        challenged = []
+
+        def attempt(attempts):
             sent = dict(headers or {})
             try:
                 authorization = self._authorization(repository, scopes)
@@ -268,16 +273,16 @@ class Registry:
                 raise ImageError("Failed to %s '%s': %s." % (action, subject, failure.msg.rstrip("."))) from None
             if authorization:
                 sent["Authorization"] = authorization
-            body = data
             if hasattr(data, "seek"):
                 data.seek(0)
             try:
-                response = self._open(method, url, sent, body)
+                response = self._open(method, url, sent, data)
             except HTTPError as exc:
                 if exc.code == 401 and not challenged:
-                    challenged = True
+                    # Met once, at once: not a try of its own.
+                    challenged.append(exc.code)
                     self._answer_challenge(exc, repository, scopes, action, subject)
-                    continue
+                    return attempt(attempts)
                 response, failure = (exc, None) if exc.code in ok else (None, exc)
             except (URLError, OSError, socket.timeout) as exc:
                 response, failure = None, exc
@@ -287,12 +292,13 @@ class Registry:
                 else:
                     return response
             cause, transient = _cause(failure, missing)
-            if not transient or attempt >= self.retries:
-                if attempt:
-                    cause = "%s (after %d attempts)" % (cause, attempt + 1)
-                raise ImageError("Failed to %s '%s': %s." % (action, subject, cause))
-            attempt += 1
-            self._sleep(self.retry_delay)
+            if attempts > 1:
+                cause = "%s (after %d attempts)" % (cause, attempts)
+            error = _TransientImageError if transient else ImageError
+            raise error("Failed to %s '%s': %s." % (action, subject, cause))
+
+        return retrying(attempt, ImageError, self.retries, self.retry_delay, self._sleep,
+                        accept=lambda exc: isinstance(exc, _TransientImageError))
 
     def _answer_challenge(self, exc, repository, scopes, action, subject):
         scheme, params = parse_challenge(exc.headers.get("WWW-Authenticate") if exc.headers else None)
