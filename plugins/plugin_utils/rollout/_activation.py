@@ -230,8 +230,7 @@ class Activation:
                 return attempt()
             return None if answer == "wait" else (answer, reason)
 
-        answer, reason = poll_until(attempt, float("inf"), args["poll_interval"], self.action._sleep,
-                            self.action._clock)
+        answer, reason = poll_until(attempt, float("inf"), args["poll_interval"], self.action._sleep, self.action._clock)
         if answer != "granted":
             return False, reason
         locked = False
