@@ -29,9 +29,8 @@ description:
     seconds - the task parks the host again for a quarter of its boot so far, 2 to 6 seconds - and the strategy
     runs the same task again.
   - Past that time, a host reached over ssh whose ssh port answered a knock when it asked for its slot stays
-    parked until its port, once a knock found it closed (the host went down), answers again - the strategy
-    knocks on it about every second, without a fork (a TCP connection, closed at once, as
-    C(ansible.builtin.wait_for) does; the host's sshd may log it) - or for 30
+    parked until its port answers again - the strategy knocks on it about every second, without a fork (a TCP
+    connection, closed at once, as C(ansible.builtin.wait_for) does; the host's sshd may log it) - or for 30
     seconds at most, after which its wait runs all the same (it ends the wait at its timeout). So a long boot
     costs one run of the wait, not one every few seconds. A host whose ssh arguments (its variables
     C(ansible_ssh_common_args), C(ansible_ssh_extra_args), C(ansible_ssh_args)) name a ProxyCommand or a
@@ -103,7 +102,7 @@ READ_GAP = 0.25
 # fewer, a boot wait gives its fork back every _slots.BOOT_SLICE seconds, and runs again.
 SPARE_FORKS = 2
 # A host parked for its new boot whose ssh port answered a knock before its reboot: its boot wait runs when the
-# port, seen closed after its wake_at, answers again, or DOOR_WAIT seconds after its wake_at (the boot wait then ends the wait, by its timeout),
+# port answers again, or DOOR_WAIT seconds after its wake_at (the boot wait then ends the wait, by its timeout),
 # and the port is knocked on every KNOCK_GAP seconds at most.
 DOOR_WAIT = 30.0
 KNOCK_GAP = 0.5
@@ -324,16 +323,13 @@ class StrategyModule(FreeStrategyModule):
 
     def _door_shut(self, host, wake, now):
         """Whether the boot wait of ``host``, past its ``wake``, waits on: its port answered a knock before the reboot,
-        has not answered one since a knock after ``wake`` found it closed, and DOOR_WAIT seconds have not gone by since
-        ``wake``. A port not yet seen closed is the host still going down (a host of a pool's first round wakes at its
-        reboot command, no boot having been seen yet): its wait would find the boot it had. Knocks again, KNOCK_GAP
+        has not answered one since ``wake``, and DOOR_WAIT seconds have not gone by since. Knocks again, KNOCK_GAP
         seconds after the last knock at the soonest."""
         if not self._trust.get(host) or now - wake >= DOOR_WAIT:
             return False
         if self._doors.answer(host, since=now - KNOCK_GAP) is None and self._doors.knock(host, self._door_at[host]):
             self._doors.settle()
-        shut = self._doors.shut_since(host, wake)
-        return shut is None or not self._doors.answer(host, since=shut)
+        return not self._doors.answer(host, since=wake)
 
     def _knock_before_reboot(self, name, task_vars, play_context):
         """Knock once on the ssh port of a host that asks for its slot (it is up): if it answers, the host's boot

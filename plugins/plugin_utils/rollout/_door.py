@@ -65,7 +65,6 @@ class Doors:
         self._where = {}     # host -> getaddrinfo's first (family, sockaddr), or None: not knocked at
         self._knocks = {}    # host -> (socket, when started)
         self._answers = {}   # host -> (answer, when its knock started)
-        self._shut = {}      # host -> when the last knock that found its port closed started
 
     def knock(self, host, door):
         """Start a knock on ``door`` (door_of()'s address and port) unless one is under way: -> False when the
@@ -102,11 +101,6 @@ class Doors:
             return None
         return answer[0]
 
-    def shut_since(self, host, since):
-        """When the last knock that found the host's port closed started, if at ``since`` or later; else None."""
-        shut = self._shut.get(host)
-        return shut if shut is not None and shut >= since else None
-
     def knocking(self):
         """Whether a knock is under way."""
         return bool(self._knocks)
@@ -133,5 +127,3 @@ class Doors:
         sock, started = self._knocks.pop(host)
         sock.close()
         self._answers[host] = (code in (0, errno.EISCONN), started)
-        if not self._answers[host][0]:
-            self._shut[host] = started

@@ -488,45 +488,6 @@ def test_a_host_whose_port_answered_before_its_reboot_waits_off_the_forks_until_
     assert module.queued == ["n1", "n4", "n1"] and module._parked == [] and module._at_door == set()
 
 
-def test_a_port_that_still_answers_after_the_reboot_command_is_waited_for_until_it_shuts_and_answers_again(
-        tmp_path, monkeypatch):
-    patch_queue(monkeypatch)
-    book, path = fresh(tmp_path)
-    module = strategy(path, forks=1)
-    now = [90.0]
-    module._wall = lambda: now[0]
-    server = door()
-    port = server.getsockname()[1]
-    try:
-        queue(module, "n1", Task("fleetos.layering.os_activate_slot", "acquire"), path,
-              ansible_host="127.0.0.1", ansible_port=port)
-        assert module._trust == {"n1": True}
-        # No boot seen yet in the run: n1 is due at its reboot command (100 s), while its sshd still answers.
-        _slots.park_boot(book, "n1", {"before": "boot-1", "start": 100.0, "command": "reboot"})
-        path = write(tmp_path, book)
-        module._pending_results = 0
-        now[0] = 100.0
-        queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
-        assert module.queued == ["n1"] and module._at_door == {"n1"}
-        now[0] = 101.0
-        module._let_go()
-        assert module.queued == ["n1"] and module._at_door == {"n1"}
-    finally:
-        server.close()
-    # Down: still parked.
-    now[0] = 105.0
-    module._let_go()
-    assert module.queued == ["n1"] and module._at_door == {"n1"}
-    # Back: its boot wait runs.
-    server = door(port)
-    try:
-        now[0] = 106.0
-        module._let_go()
-    finally:
-        server.close()
-    assert module.queued == ["n1", "n1"] and module._at_door == set()
-
-
 def test_a_boot_wait_at_a_shut_port_runs_after_door_wait_and_an_untried_port_is_not_waited_for(tmp_path, monkeypatch):
     patch_queue(monkeypatch)
     book, path = fresh(tmp_path)

@@ -64,9 +64,6 @@ def test_a_knock_on_a_listening_port_is_answered_and_one_on_a_closed_port_is_not
     doors.settle()
     assert doors.answer("up") is False
     assert doors.answer("up", since=105.0) is False and doors.answer("up", since=105.5) is None
-    # When the port was last found closed, counted from a time.
-    assert doors.shut_since("up", 100.0) == 105.0 and doors.shut_since("up", 105.5) is None
-    assert doors.shut_since("never-knocked", 0.0) is None
 
 
 def test_a_host_whose_address_does_not_resolve_is_not_knocked_on():
