@@ -1,7 +1,8 @@
 # Copyright (c) fleetos.layering contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A host for the unit tests of shared code that acts on a host: this machine, its own tools."""
+"""What the unit tests of shared code act on: a host (this machine, its own tools) and a module for the host-tool
+clients."""
 
 from __future__ import annotations
 
@@ -39,3 +40,23 @@ class LocalHost(Host):
 
     def machine(self):
         return os.uname().machine
+
+
+class FakeModule:
+    """An AnsibleModule as the host-tool clients use one: ``run_command`` answers ``results`` in turn and records each
+    call (argv and keyword arguments) in ``calls``; ``get_bin_path`` answers ``found`` (None: not found) and records
+    each lookup (name and required) in ``looked_up``."""
+
+    def __init__(self, results=(), found="/usr/bin/tool"):
+        self.results = list(results)
+        self.found = found
+        self.calls = []
+        self.looked_up = []
+
+    def get_bin_path(self, name, required=False):
+        self.looked_up.append((name, required))
+        return self.found
+
+    def run_command(self, argv, **kwargs):
+        self.calls.append((argv, kwargs))
+        return self.results.pop(0)

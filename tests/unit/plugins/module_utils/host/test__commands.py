@@ -9,6 +9,7 @@ import inspect
 
 import pytest
 
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import FakeModule
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils.host._bootc import BootcClient
 from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import (
@@ -24,23 +25,13 @@ from ansible_collections.fleetos.layering.plugins.module_utils.images._skopeo im
 ARGV = ["/usr/bin/tool", "sub", "--", "$HOME ~x"]
 
 
-class FakeModule:
-    def __init__(self, result):
-        self.result = result
-        self.calls = []
-
-    def run_command(self, argv, **kwargs):
-        self.calls.append((argv, kwargs))
-        return self.result
-
-
 @pytest.mark.parametrize(("kwargs", "expected"), [
     ({}, {}),
     ({"binary": True}, {"encoding": None}),
     ({"data": "secret"}, {"data": "secret", "binary_data": True}),
 ])
 def test_run_command_kwargs(kwargs, expected):
-    module = FakeModule((0, "out", "err"))
+    module = FakeModule([(0, "out", "err")])
     assert run_command(module, tuple(ARGV), "run the tool", **kwargs) == (0, "out", "err")
     ((argv, run_kwargs),) = module.calls
     assert argv == ARGV
@@ -48,7 +39,7 @@ def test_run_command_kwargs(kwargs, expected):
 
 
 def test_binary_stdout_stays_bytes_and_stderr_becomes_text():
-    module = FakeModule((0, b"\x00\xff", b"warn\xff"))
+    module = FakeModule([(0, b"\x00\xff", b"warn\xff")])
     assert run_command(module, ARGV, "run the tool", binary=True) == (0, b"\x00\xff", "warn\ufffd")
 
 
@@ -60,7 +51,7 @@ def test_binary_stdout_stays_bytes_and_stderr_becomes_text():
      'Failed to run the tool: reading manifest: "x" unknown.'),
 ])
 def test_failure_raises_one_sentence_with_details(result, ok_rcs, msg):
-    module = FakeModule(result)
+    module = FakeModule([result])
     with pytest.raises(CommandError) as raised:
         run_command(module, ARGV, "run the tool", ok_rcs=ok_rcs)
     assert raised.value.msg == msg
@@ -68,11 +59,11 @@ def test_failure_raises_one_sentence_with_details(result, ok_rcs, msg):
 
 
 def test_ok_rcs_are_returned():
-    assert run_command(FakeModule((77, "No change.", "")), ARGV, "x", ok_rcs=(0, 77))[0] == 77
+    assert run_command(FakeModule([(77, "No change.", "")]), ARGV, "x", ok_rcs=(0, 77))[0] == 77
 
 
 def test_error_class_and_describe():
-    module = FakeModule((1, b"\x01", b"boom"))
+    module = FakeModule([(1, b"\x01", b"boom")])
     with pytest.raises(ImageError) as raised:
         run_command(module, ARGV, "pull image 'x'", binary=True, error=ImageError,
                     describe=lambda out, err, rc: "cause from %s and %d" % (err, rc))
@@ -105,43 +96,27 @@ def test_default_cause_order():
     assert default_cause("", "", 4) == "exit status 4"
 
 
-class ToolModule:
-    """A module whose commands answer ``results`` in turn; ``found`` is the path get_bin_path gives."""
-
-    def __init__(self, results=(), found="/usr/bin/tool"):
-        self.results = list(results)
-        self.found = found
-        self.calls = []
-
-    def get_bin_path(self, name, required=False):
-        return self.found
-
-    def run_command(self, argv, **kwargs):
-        self.calls.append(argv)
-        return self.results.pop(0)
-
-
 class Tool(ToolClient):
     tool = "tool"
 
 
 def test_a_tool_client_runs_args_then_action_then_ok_rcs():
-    module = ToolModule([(3, "out", b"err\xff")])
+    module = FakeModule([(3, "out", b"err\xff")])
     client = Tool(module)
     assert client.binary == "/usr/bin/tool"
     assert client.run(["sub", "x"], "do the thing", (0, 3)) == (3, "out", "err\ufffd")
-    assert module.calls == [["/usr/bin/tool", "sub", "x"]]
+    assert [argv for argv, _kwargs in module.calls] == [["/usr/bin/tool", "sub", "x"]]
     with pytest.raises(CommandError, match=r"^Failed to run tool sub: broke\.$"):
-        Tool(ToolModule([(1, "", "broke")])).run(["sub"])
+        Tool(FakeModule([(1, "", "broke")])).run(["sub"])
     with pytest.raises(CommandError, match=r"^Failed to do the thing: broke\.$"):
-        Tool(ToolModule([(3, "", "broke")])).run(["sub"], "do the thing")
+        Tool(FakeModule([(3, "", "broke")])).run(["sub"], "do the thing")
 
 
 @pytest.mark.parametrize("client", [RpmOstreeClient, BootcClient, Skopeo])
 def test_every_client_of_a_host_tool_runs_in_one_order(client):
     assert issubclass(client, ToolClient)
     assert list(inspect.signature(client.run).parameters) == ["self", "args", "action", "ok_rcs"]
-    assert client(ToolModule(found="/usr/bin/%s" % client.tool)).binary == "/usr/bin/%s" % client.tool
+    assert client(FakeModule(found="/usr/bin/%s" % client.tool)).binary == "/usr/bin/%s" % client.tool
 
 
 def test_one_retry_policy_tries_retries_times_more_then_gives_up():
@@ -153,7 +128,7 @@ def test_one_retry_policy_tries_retries_times_more_then_gives_up():
             raise ImageError("Failed to pull: busy.")
         return "done"
 
-    client = Tool(ToolModule(), retries=2, retry_delay=7, sleep=slept.append)
+    client = Tool(FakeModule(), retries=2, retry_delay=7, sleep=slept.append)
     assert client.retrying(attempt, ImageError) == "done"
     assert seen == [1, 2, 3] and slept == [7, 7]
     # One more failure than the retries: the last error, or what gave_up makes of it.

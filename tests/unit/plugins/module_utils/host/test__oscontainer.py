@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -13,6 +14,7 @@ import tarfile
 
 import pytest
 
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import FakeModule
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError
 from ansible_collections.fleetos.layering.plugins.module_utils.host import _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils.host._oscontainer import (
@@ -279,20 +281,8 @@ def test_summary_and_diff_text():
 
 # ---------------------------------------------------------------- the ostree client
 
-class FakeModule:
-    def __init__(self, results, found="/usr/bin/ostree"):
-        self.results = list(results)
-        self.calls = []
-        self.found = found
-
-    def get_bin_path(self, name, required=False):
-        return self.found
-
-    def run_command(self, argv, **kwargs):
-        self.calls.append((argv, kwargs))
-        return self.results.pop(0)
-
-
+# A module whose ostree is at /usr/bin/ostree.
+fake_module = functools.partial(FakeModule, found="/usr/bin/ostree")
 ENV = {"environ_update": {"LC_ALL": "C"}, "expand_user_and_vars": False}
 
 
@@ -301,13 +291,13 @@ def test_has_commit(tmp_path, rc, partial, present):
     if partial:
         (tmp_path / "state").mkdir()
         (tmp_path / "state" / (COMMIT + ".commitpartial")).write_text("")
-    module = FakeModule([(rc, "", "" if rc == 0 else "error: No such metadata object")])
+    module = fake_module([(rc, "", "" if rc == 0 else "error: No such metadata object")])
     assert Ostree(module).has_commit(str(tmp_path), COMMIT) is present
     assert module.calls == [(["/usr/bin/ostree", "show", "--repo=" + str(tmp_path), "--", COMMIT], ENV)]
 
 
 def test_has_commit_other_failures_raise(tmp_path):
-    module = FakeModule([(2, "", 'error: opening repo: ENOENT\n')])
+    module = fake_module([(2, "", 'error: opening repo: ENOENT\n')])
     with pytest.raises(CommandError) as caught:
         Ostree(module).has_commit(str(tmp_path), COMMIT)
     assert caught.value.msg == ("Failed to look up commit %s in the repository '%s': opening repo: ENOENT."
@@ -316,8 +306,8 @@ def test_has_commit_other_failures_raise(tmp_path):
 
 
 def test_pull_local_argv_and_error(tmp_path):
-    module = FakeModule([(0, "4 metadata, 1 content objects imported\n", ""),
-                         (1, "", "error: Opening content object x: Couldn't find file object 'x'\n")])
+    module = fake_module([(0, "4 metadata, 1 content objects imported\n", ""),
+                          (1, "", "error: Opening content object x: Couldn't find file object 'x'\n")])
     binary = tmp_path / "ostree"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
@@ -335,6 +325,6 @@ def test_pull_local_argv_and_error(tmp_path):
 
 def test_missing_ostree_binary():
     with pytest.raises(CommandError) as caught:
-        Ostree(FakeModule([], found=None))
+        Ostree(fake_module([], found=None))
     assert caught.value.msg == ("Failed to find the ostree executable 'ostree' on the target: install ostree "
                                 "or set ostree_executable.")

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import FakeModule
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import (
     CommandError,
     InvalidInputError,
@@ -231,22 +233,8 @@ BUSY = ("error: Transaction in progress: rebase to ostree-unverified-registry:qu
         " You can cancel the current transaction with `rpm-ostree cancel`\n")
 
 
-class FakeModule:
-    def __init__(self, results, found="/usr/bin/rpm-ostree"):
-        self.results = list(results)
-        self.calls = []
-        self.found = found
-        self.looked_up = []
-
-    def get_bin_path(self, name, required=False):
-        self.looked_up.append((name, required))
-        return self.found
-
-    def run_command(self, argv, **kwargs):
-        self.calls.append((argv, kwargs))
-        return self.results.pop(0)
-
-
+# A module whose rpm-ostree is at /usr/bin/rpm-ostree.
+fake_module = functools.partial(FakeModule, found="/usr/bin/rpm-ostree")
 REF = "ostree-unverified-registry:quay.io/os@" + DIGEST
 
 
@@ -258,7 +246,7 @@ REF = "ostree-unverified-registry:quay.io/os@" + DIGEST
     (False, [(1, "", BUSY), (77, "", "")], False, 2),
 ])
 def test_rebase_argv_and_rc(lock, results, changed, attempts):
-    module = FakeModule(results)
+    module = fake_module(results)
     sleeps = []
     client = _rpm_ostree.RpmOstreeClient(module, retries=3, retry_delay=7, sleep=sleeps.append)
     assert client.rebase(REF, lock_finalization=lock) is changed
@@ -272,7 +260,7 @@ def test_rebase_argv_and_rc(lock, results, changed, attempts):
 
 
 def test_rebase_still_busy_after_retries():
-    module = FakeModule([(1, "", BUSY)] * 3)
+    module = fake_module([(1, "", BUSY)] * 3)
     sleeps = []
     client = _rpm_ostree.RpmOstreeClient(module, retries=2, retry_delay=1, sleep=sleeps.append)
     with pytest.raises(TransactionBusyError) as caught:
@@ -286,7 +274,7 @@ def test_rebase_still_busy_after_retries():
 
 def test_rebase_failure_is_not_retried():
     err = "error: Pulling image: reading manifest sha256:abab in quay.io/os: manifest unknown\n"
-    module = FakeModule([(1, "", err)])
+    module = fake_module([(1, "", err)])
     client = _rpm_ostree.RpmOstreeClient(module, retries=3, sleep=lambda s: None)
     with pytest.raises(CommandError) as caught:
         client.rebase(REF)
@@ -303,7 +291,7 @@ def test_status_uses_executable_and_parses(tmp_path):
     executable.write_text("#!/bin/sh\n")
     executable.chmod(0o755)
     doc = {"deployments": [_dep("a", booted=True)], "transaction": None}
-    module = FakeModule([(0, json.dumps(doc), "")])
+    module = fake_module([(0, json.dumps(doc), "")])
     client = _rpm_ostree.RpmOstreeClient(module, executable=str(executable))
     status = client.status()
     assert module.calls[0][0] == [str(executable), "status", "--json"]
@@ -317,26 +305,26 @@ def test_executable_must_be_an_executable_file(tmp_path, mode):
         executable.write_text("")
         executable.chmod(mode)
     with pytest.raises(InvalidInputError) as caught:
-        _rpm_ostree.RpmOstreeClient(FakeModule([]), executable=str(executable))
+        _rpm_ostree.RpmOstreeClient(fake_module([]), executable=str(executable))
     assert caught.value.msg == ("executable '%s' does not exist or is not an executable file: expected the "
                                 "path of rpm-ostree." % executable)
 
 
 def test_binary_is_looked_up_without_failing_the_module():
-    module = FakeModule([])
+    module = fake_module([])
     assert _rpm_ostree.RpmOstreeClient(module).binary == "/usr/bin/rpm-ostree"
     assert module.looked_up == [("rpm-ostree", False)]
 
 
 def test_missing_binary_raises_naming_the_option():
     with pytest.raises(CommandError) as caught:
-        _rpm_ostree.RpmOstreeClient(FakeModule([], found=None))
+        _rpm_ostree.RpmOstreeClient(fake_module([], found=None))
     assert caught.value.msg == ("Failed to find the rpm-ostree executable 'rpm-ostree' on the target: install "
                                 "rpm-ostree or set executable.")
 
 
 def test_busy_is_a_transaction_busy_error_with_the_cause():
-    module = FakeModule([(1, "", BUSY)])
+    module = fake_module([(1, "", BUSY)])
     with pytest.raises(TransactionBusyError) as caught:
         _rpm_ostree.RpmOstreeClient(module).run(["upgrade"])
     assert caught.value.msg == ("Failed to run rpm-ostree upgrade because rpm-ostree is busy: Transaction in "
@@ -350,7 +338,7 @@ def test_busy_is_a_transaction_busy_error_with_the_cause():
      "Failed to run rpm-ostree status: This system was not booted via libostree; cannot operate."),
 ])
 def test_status_errors(result, msg):
-    client = _rpm_ostree.RpmOstreeClient(FakeModule([result]))
+    client = _rpm_ostree.RpmOstreeClient(fake_module([result]))
     with pytest.raises(CommandError) as caught:
         client.status()
     assert caught.value.msg.startswith(msg)

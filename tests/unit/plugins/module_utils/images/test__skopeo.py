@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import LocalHost
+from ansible_collections.fleetos.layering.tests.unit.plugins.module_utils.utils import FakeModule, LocalHost
 from ansible_collections.fleetos.layering.plugins.module_utils.images import _skopeo
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils.host._host import Host
@@ -29,20 +29,9 @@ INSPECT = {"Name": "198.51.100.1:5000/fleetos/lab-os", "Digest": "sha256:" + "f"
            "Labels": {"version": "1.0"}, "Architecture": "amd64", "Layers": ["sha256:" + "7" * 64]}
 
 
-class FakeModule:
-    def __init__(self, results=None, found="/usr/bin/skopeo"):
-        self.results = list(results or [(0, json.dumps(INSPECT), "")])
-        self.calls = []
-        self.found = found
-        self.looked_up = []
-
-    def get_bin_path(self, name, required=False):
-        self.looked_up.append((name, required))
-        return self.found
-
-    def run_command(self, argv, **kwargs):
-        self.calls.append((argv, kwargs))
-        return self.results.pop(0)
+def fake_module(results=None, found="/usr/bin/skopeo"):
+    """A module whose skopeo is at /usr/bin/skopeo and answers ``results`` (by default: INSPECT, once)."""
+    return FakeModule(results or [(0, json.dumps(INSPECT), "")], found)
 
 
 SOURCE_OPTIONS = [
@@ -57,7 +46,7 @@ SOURCE_OPTIONS = [
 
 @pytest.mark.parametrize(("kwargs", "options"), SOURCE_OPTIONS)
 def test_inspect_argv(kwargs, options):
-    module = FakeModule()
+    module = fake_module()
     assert Skopeo(module).inspect(IMAGE, **kwargs) == INSPECT
     ((argv, run_kwargs),) = module.calls
     assert argv == ["/usr/bin/skopeo", "inspect", "--no-tags"] + options + ["--", "docker://" + IMAGE]
@@ -67,7 +56,7 @@ def test_inspect_argv(kwargs, options):
 @pytest.mark.parametrize(("kwargs", "options"), SOURCE_OPTIONS)
 def test_inspect_config_argv(kwargs, options):
     config = {"config": {"Labels": {"ostree.commit": "abc"}}}
-    module = FakeModule([(0, json.dumps(config), "")])
+    module = fake_module([(0, json.dumps(config), "")])
     assert Skopeo(module).inspect_config(IMAGE, **kwargs) == config
     assert module.calls[0][0] == ["/usr/bin/skopeo", "inspect", "--config"] + options + ["--", "docker://" + IMAGE]
 
@@ -78,7 +67,7 @@ def test_inspect_config_argv(kwargs, options):
      ["--src-authfile", "/a", "--src-cert-dir", "/c", "--src-tls-verify=false"]),
 ])
 def test_copy_argv(kwargs, options):
-    module = FakeModule([(0, "", "")])
+    module = fake_module([(0, "", "")])
     Skopeo(module).copy(IMAGE, "oci:/cache:tag", **kwargs)
     ((argv, run_kwargs),) = module.calls
     assert argv == ["/usr/bin/skopeo", "copy", "--quiet", "--remove-signatures"] + options + ["--", "docker://" + IMAGE, "oci:/cache:tag"]
@@ -94,7 +83,7 @@ def test_copy_argv(kwargs, options):
 def test_binary(executable, lookup, binary, tmp_path):
     (tmp_path / "skopeo").write_text("#!/bin/sh\n")
     (tmp_path / "skopeo").chmod(0o755)
-    module = FakeModule()
+    module = fake_module()
     client = Skopeo(module, executable and executable.format(tmp=tmp_path))
     assert client.binary == binary.format(tmp=tmp_path)
     assert module.looked_up == lookup
@@ -108,7 +97,7 @@ def test_binary(executable, lookup, binary, tmp_path):
 def test_an_executable_path_must_be_an_executable_file(tmp_path, kind, make):
     path = tmp_path / "skopeo"
     make(path)
-    module = FakeModule()
+    module = fake_module()
     with pytest.raises(InvalidInputError) as raised:
         Skopeo(module, str(path), option="skopeo_executable")
     assert raised.value.msg == ("skopeo_executable '%s' does not exist or is not an executable file: expected the "
@@ -118,7 +107,7 @@ def test_an_executable_path_must_be_an_executable_file(tmp_path, kind, make):
 
 def test_missing_binary():
     with pytest.raises(CommandError) as raised:
-        Skopeo(FakeModule(found=None))
+        Skopeo(fake_module(found=None))
     assert raised.value.msg == ("Failed to find the skopeo executable 'skopeo' on the target: install skopeo "
                                 "or set executable.")
 
@@ -157,7 +146,7 @@ def test_describe_failure(stderr, cause):
     ("copy", (IMAGE, "oci:/c:t"), "pull"),
 ])
 def test_failure_raises_image_error_with_details(method, args, action):
-    module = FakeModule([(1, "", UNAUTHORIZED)])
+    module = fake_module([(1, "", UNAUTHORIZED)])
     with pytest.raises(ImageError) as raised:
         getattr(Skopeo(module), method)(*args)
     assert raised.value.msg == ("Failed to %s image '%s': the registry refused the credentials (unauthorized)."
@@ -166,7 +155,7 @@ def test_failure_raises_image_error_with_details(method, args, action):
 
 
 def test_inspect_not_json():
-    module = FakeModule([(0, "not json", "")])
+    module = fake_module([(0, "not json", "")])
     with pytest.raises(ImageError) as raised:
         Skopeo(module).inspect(IMAGE)
     assert raised.value.msg == "Failed to inspect image '%s': skopeo printed no valid JSON." % IMAGE
@@ -175,7 +164,7 @@ def test_inspect_not_json():
 
 def test_missing_binary_names_the_option_that_sets_it():
     with pytest.raises(CommandError) as raised:
-        Skopeo(FakeModule(found=None), option="skopeo_executable")
+        Skopeo(fake_module(found=None), option="skopeo_executable")
     assert raised.value.msg.endswith("install skopeo or set skopeo_executable.")
 
 
@@ -285,7 +274,7 @@ def raw_argv(image, *options):
 
 
 def test_inspect_raw_returns_the_bytes_unchanged():
-    module = FakeModule([(0, OCI_INDEX, b"")])
+    module = fake_module([(0, OCI_INDEX, b"")])
     assert Skopeo(module).inspect_raw(IMAGE, auth_file="/a", cert_dir="/c", tls_verify=False) == OCI_INDEX
     ((argv, kwargs),) = module.calls
     assert argv == raw_argv(IMAGE, "--authfile", "/a", "--cert-dir", "/c", "--tls-verify=false")
@@ -311,21 +300,21 @@ def test_inspect_raw_returns_the_bytes_unchanged():
       "annotations": {}}),
 ])
 def test_resolve(image, raw, architectures, expected):
-    module = FakeModule([(0, raw, b"")])
+    module = fake_module([(0, raw, b"")])
     assert resolve(Skopeo(module), image, architectures, auth_file="/a") == expected
     assert [call[0] for call in module.calls] == [raw_argv(IMAGE, "--authfile", "/a")]
 
 
 def test_resolve_gives_the_manifests_own_annotations():
     raw = json.dumps(dict(json.loads(OCI_MANIFEST), annotations={"fleetos.io/inputs": "sha256:" + "1" * 64})).encode()
-    resolved = resolve(Skopeo(FakeModule([(0, raw, b"")])), IMAGE, ())
+    resolved = resolve(Skopeo(fake_module([(0, raw, b"")])), IMAGE, ())
     assert resolved["annotations"] == {"fleetos.io/inputs": "sha256:" + "1" * 64}
 
 
 @pytest.mark.parametrize("given", [NAME + "@%s", NAME + ":1.0@%s"])
 def test_resolve_a_pinned_reference_reads_and_checks_the_manifest(given):
     digest = sha(OCI_INDEX)
-    module = FakeModule([(0, OCI_INDEX, b"")])
+    module = fake_module([(0, OCI_INDEX, b"")])
     result = resolve(Skopeo(module), given % digest, ("amd64",))
     # The tag is dropped: containers-image refuses a docker:// reference with both.
     assert [call[0] for call in module.calls] == [raw_argv(NAME + "@" + digest)]
@@ -336,7 +325,7 @@ def test_resolve_a_pinned_reference_reads_and_checks_the_manifest(given):
 def test_resolve_a_pinned_reference_whose_bytes_hash_otherwise_fails():
     other = "sha256:" + "0" * 64
     with pytest.raises(ImageError) as raised:
-        resolve(Skopeo(FakeModule([(0, OCI_MANIFEST, b"")])), NAME + "@" + other)
+        resolve(Skopeo(fake_module([(0, OCI_MANIFEST, b"")])), NAME + "@" + other)
     assert raised.value.msg == ("Failed to resolve image '%s@%s': the manifest the registry served hashes to %s, "
                                 "not to the digest the reference names." % (NAME, other, sha(OCI_MANIFEST)))
     assert raised.value.details == {"digest": sha(OCI_MANIFEST), "expected_digest": other}
@@ -344,14 +333,14 @@ def test_resolve_a_pinned_reference_whose_bytes_hash_otherwise_fails():
 
 def test_resolve_an_index_without_the_architecture_fails_naming_both():
     with pytest.raises(ImageError) as raised:
-        resolve(Skopeo(FakeModule([(0, OCI_INDEX, b"")])), IMAGE, ("amd64", "s390x"))
+        resolve(Skopeo(fake_module([(0, OCI_INDEX, b"")])), IMAGE, ("amd64", "s390x"))
     assert raised.value.msg == ("Failed to resolve image '%s': its index has no linux entry for architecture s390x "
                                 "(entries: amd64, arm64/v8)." % IMAGE)
 
 
 def test_resolve_garbage_fails_in_one_sentence():
     with pytest.raises(ImageError) as raised:
-        resolve(Skopeo(FakeModule([(0, b"<html>oops</html>", b"")])), IMAGE)
+        resolve(Skopeo(fake_module([(0, b"<html>oops</html>", b"")])), IMAGE)
     assert raised.value.msg == ("Failed to resolve image '%s': the registry served no image manifest (it is not "
                                 "JSON)." % IMAGE)
     assert raised.value.details == {"stdout": "<html>oops</html>"}
@@ -359,7 +348,7 @@ def test_resolve_garbage_fails_in_one_sentence():
 
 def test_resolve_failure_keeps_the_raw_log_line_out_of_msg():
     stderr = UNAUTHORIZED.encode()
-    module = FakeModule([(1, b"", stderr)])
+    module = fake_module([(1, b"", stderr)])
     with pytest.raises(ImageError) as raised:
         resolve(Skopeo(module), IMAGE)
     assert raised.value.msg == ("Failed to resolve image '%s': the registry refused the credentials "
@@ -394,7 +383,7 @@ def test_is_transient(stderr, transient):
     ([(1, b"", RESET), (0, OCI_MANIFEST, b"")], 1, 2, [7]),
 ])
 def test_transient_failures_are_retried(results, retries, attempts, sleeps):
-    module = FakeModule(results)
+    module = fake_module(results)
     slept = []
     result = resolve(Skopeo(module, retries=retries, retry_delay=7, sleep=slept.append), IMAGE)
     assert result["digest"] == sha(OCI_MANIFEST)
@@ -403,7 +392,7 @@ def test_transient_failures_are_retried(results, retries, attempts, sleeps):
 
 
 def test_retries_exhausted_name_the_attempts():
-    module = FakeModule([(1, b"", REFUSED)] * 3)
+    module = fake_module([(1, b"", REFUSED)] * 3)
     slept = []
     with pytest.raises(ImageError) as raised:
         Skopeo(module, retries=2, retry_delay=1, sleep=slept.append).copy(IMAGE, "oci:/c:t")
@@ -413,7 +402,7 @@ def test_retries_exhausted_name_the_attempts():
 
 @pytest.mark.parametrize("stderr", [UNAUTHORIZED, MISSING, UNKNOWN_CA])
 def test_permanent_failures_are_not_retried(stderr):
-    module = FakeModule([(1, "", stderr)])
+    module = fake_module([(1, "", stderr)])
     slept = []
     with pytest.raises(ImageError):
         Skopeo(module, retries=3, sleep=slept.append).inspect(IMAGE)
