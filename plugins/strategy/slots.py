@@ -30,9 +30,9 @@ description:
     runs the same task again.
   - Past that time, a host reached over ssh whose ssh port answered a knock when it asked for its slot stays
     parked until its port answers again - the strategy knocks on it about every second, without a fork (a TCP
-    connection, closed at once, as C(ansible.builtin.wait_for) does; the host's sshd may log it) - or for 30
-    seconds at most, after which its wait runs all the same (it ends the wait at its timeout). So a long boot
-    costs one run of the wait, not one every few seconds. A host whose ssh arguments (its variables
+    connection, closed at once, as C(ansible.builtin.wait_for) does; the host's sshd may log it) - or for 180
+    seconds at most, after which its wait runs all the same (it ends the wait at its timeout). So a boot of up to
+    three minutes costs one run of the wait, not one every few seconds. A host whose ssh arguments (its variables
     C(ansible_ssh_common_args), C(ansible_ssh_extra_args), C(ansible_ssh_args)) name a ProxyCommand or a
     ProxyJump, whose address or port is a template, or whose port did not answer, is not knocked on. A jump host
     set in ssh's own configuration (C(~/.ssh/config)) is not seen - the host's address is knocked on, and if it
@@ -103,8 +103,10 @@ READ_GAP = 0.25
 SPARE_FORKS = 2
 # A host parked for its new boot whose ssh port answered a knock before its reboot: its boot wait runs when the
 # port answers again, or DOOR_WAIT seconds after its wake_at (the boot wait then ends the wait, by its timeout),
-# and the port is knocked on every KNOCK_GAP seconds at most.
-DOOR_WAIT = 30.0
+# and the port is knocked on every KNOCK_GAP seconds at most. Longer than most boots: a boot wait run while the
+# port is still shut runs again (with fewer forks than slots, every BOOT_SLICE), one more task for the host; at 30 s,
+# about half of the hosts of boots drawn from 40-90 s ran theirs twice.
+DOOR_WAIT = 180.0
 KNOCK_GAP = 0.5
 
 
