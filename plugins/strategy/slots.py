@@ -33,11 +33,11 @@ description:
     connection, closed at once, as C(ansible.builtin.wait_for) does; the host's sshd may log it) - or for 180
     seconds at most, after which its wait runs all the same (it ends the wait at its timeout). So a boot of up to
     three minutes costs one run of the wait, not one every few seconds. A host whose port stays shut is found
-    failed at its reboot timeout, or 180 seconds after its wait was due if that timeout is shorter. A host whose ssh arguments (its variables
-    C(ansible_ssh_common_args), C(ansible_ssh_extra_args), C(ansible_ssh_args)) name a ProxyCommand or a
-    ProxyJump, whose address or port is a template, or whose port did not answer, is not knocked on. A jump host
-    set in ssh's own configuration (C(~/.ssh/config)) is not seen - the host's address is knocked on, and if it
-    does not answer the host is waited for as before.
+    failed at its reboot timeout, or 180 seconds after its wait was due if that timeout is shorter. A host whose
+    ssh arguments (its variables C(ansible_ssh_common_args), C(ansible_ssh_extra_args), C(ansible_ssh_args)) name
+    a ProxyCommand or a ProxyJump, whose address or port is a template, or whose port did not answer, is not
+    knocked on. A jump host set in ssh's own configuration (C(~/.ssh/config)) is not seen - the host's address is
+    knocked on, and if it does not answer the host is waited for as before.
   - So a rollout needs no more forks than the hosts that run a step at the same time (the hosts that hold a
     slot, plus those that stage or read), not one per host, and needs no C(serial) - the hosts of a pool take
     its slots one after the other, whatever the forks.
