@@ -74,7 +74,9 @@ Subsystem sftp internal-sftp
 """
 
 sys.path.insert(0, str(SIMHOST / "bin"))
+sys.path.insert(0, str(REPO / "lab"))
 import _simregistry  # noqa: E402  (the images the hosts read)
+from fleetlablib.common import pid_alive  # noqa: E402  (the lab's check of a process by PID and command line)
 
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
@@ -167,11 +169,7 @@ class Fleet:
             pid = int((self.state / "supervisor.pid").read_text())
         except (OSError, ValueError):
             return None
-        try:
-            cmdline = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            return None
-        return pid if SUPERVISOR_MARKER in cmdline else None
+        return pid if pid_alive(pid, SUPERVISOR_MARKER) else None
 
     # creation
     def create(self, count, pools, rate, boot_spread, seed, base_image, fleetlock_port=None, subnet=SUBNET):
@@ -388,7 +386,6 @@ class Supervisor:
             return None
         # The lab's FleetLock server code, with the fleet's state directory as its state (config, journal).
         os.environ["FLEETLAB_STATE"] = str(self.fleet.state)
-        sys.path.insert(0, str(REPO / "lab"))
         import threading
         from http.server import ThreadingHTTPServer
         from fleetlablib import fleetlock
@@ -547,7 +544,8 @@ def down(fleet, timeout=60):
     if pid:
         os.kill(pid, signal.SIGTERM)
         began = time.monotonic()
-        while fleet.supervisor_pid():
+        # The process, not its PID file: the supervisor removes the file before its interpreter has exited.
+        while pid_alive(pid, SUPERVISOR_MARKER):
             if time.monotonic() - began > timeout:
                 raise SimError("the supervisor (PID %d) did not end within %d s" % (pid, timeout))
             time.sleep(0.1)
