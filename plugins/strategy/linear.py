@@ -21,6 +21,10 @@ description:
   - It keeps the hosts the play removed (ended, failed or unreachable) in a list whose membership test does not go
     through the list. ansible-core tests every host of the play against that list each time it gives a host a task,
     so with a plain list a large play whose hosts end or fail costs more per task the more hosts it removed.
+  - It forks each task's worker with the controller's heap frozen (Python's C(gc.freeze)), as
+    C(fleetos.layering.slots) does. A worker's garbage collector then leaves alone what it inherited (the inventory,
+    every host's variables and facts), where a full collection would walk all of it and copy the pages it touches
+    into the worker. At 1,000 hosts that took about 0.9 s of a worker's CPU per such collection.
   - What runs, and in what order, is what C(linear) runs.
   - The plays of C(fleetos.layering.rollout) and C(fleetos.layering.rollback) that contact every host (the plan's
     read and lease, the stage's start, and the short plays of a few hosts between them) run with it, unless
@@ -35,6 +39,7 @@ from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModu
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._workers import (
     count_removed_hosts,
+    heap_frozen,
     tender,
     wait_for_a_result,
     wait_for_a_worker,
@@ -55,7 +60,8 @@ class StrategyModule(LinearStrategyModule):
 
     def _queue_task(self, host, task, task_vars, play_context):
         wait_for_a_worker(self._workers, self._terminated, tender(self))
-        super()._queue_task(host, task, task_vars, play_context)
+        with heap_frozen():
+            super()._queue_task(host, task, task_vars, play_context)
 
     def _wait_on_pending_results(self, iterator):
         self._waiting = True
