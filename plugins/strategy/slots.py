@@ -233,7 +233,7 @@ class StrategyModule(FreeStrategyModule):
                     state = None
                 if state is not None and state.run_state == IteratingStates.COMPLETE:
                     # Without its state: the loop uses a host's state only to queue its task, and formats it for a
-                    # debug line on every pass (about 2.5% of the controller's CPU at 1,000 hosts, most of them done).
+                    # debug line on every pass (2.5% of the main process's samples at 1,000 hosts, most of them done).
                     return None, None
                 if state is not None and name in self._repeat:
                     # The host's state stays where it is (the task after this one): the free loop sets it back.
