@@ -167,12 +167,13 @@ def test_a_play_gets_its_removed_hosts_counted_once():
 
 def test_a_worker_forked_with_the_heap_frozen_inherits_it_frozen_and_the_controller_collects_as_before():
     inherited = [{"host": "n%d" % index} for index in range(1000)]
-    assert gc.get_freeze_count() == 0
+    # (Python 3.12 starts with a few hundred objects frozen)
+    before = gc.get_freeze_count()
     reader, writer = CONTEXT.Pipe(duplex=False)
     with heap_frozen():
         # What the controller held when the worker was forked is out of reach of the worker's collections.
         frozen = gc.get_freeze_count()
-        assert frozen >= len(inherited)
+        assert frozen >= before + len(inherited)
         worker = CONTEXT.Process(target=lambda: writer.send(gc.get_freeze_count()))
         worker.start()
     try:
