@@ -64,6 +64,7 @@ notes:
 
 import os
 import time
+from collections import namedtuple
 from collections.abc import MutableMapping
 
 from ansible.executor.play_iterator import IteratingStates
@@ -122,6 +123,11 @@ class _Busy:
 
 
 BUSY = _Busy()
+
+# A host waiting without a fork: its book's path, whether its task asks for a slot (``gate``) or waits for its new
+# boot (``boot``), the wall time before which that boot wait is not looked at (``wake``, its wake_at when parked for
+# it, else None), and what ansible-core queues.
+_Parked = namedtuple("_Parked", "path gate boot wake host task task_vars play_context")
 
 
 def own_facts(variable_manager, names):
@@ -183,7 +189,7 @@ class StrategyModule(FreeStrategyModule):
 
     def __init__(self, tqm):
         super().__init__(tqm)
-        self._parked = []        # [(book path, host, task, task_vars, play_context)], in the order parked
+        self._parked = []        # [_Parked], in the order parked
         self._launched = {}      # book path -> hosts let go to ask, not seen holding or done yet
         self._books = {}         # book path -> (file identity, book, when read)
         self._fixed = {}         # book path -> (each host's place in the rollout order, the book's slots)
@@ -416,9 +422,17 @@ class StrategyModule(FreeStrategyModule):
             yes, reason = self._may_run(path, host.get_name(), task)
             if not yes:
                 display.vvv("%s waits without a fork: %s" % (host.get_name(), reason))
-                self._parked.append((path, gate, host, task, task_vars, play_context))
+                boot = self._is_continue(task)
+                self._parked.append(_Parked(path, gate, boot, self._wakes_at(path, host.get_name()) if boot else None,
+                                            host, task, task_vars, play_context))
                 return
         self._start(host, task, task_vars, play_context)
+
+    def _wakes_at(self, path, name):
+        """The wake_at of ``name`` in the book at ``path`` as last read, if it is still to come, else None."""
+        book = self._books.get(path, (None, None))[1]
+        wake = book.wakes_at(name) if book is not None and name in book else None
+        return wake if wake is not None and wake > self._wall() else None
 
     def _start(self, host, task, task_vars, play_context):
         """Queue the task (ansible-core forks a worker for it) with the controller's heap frozen (``heap_frozen``).
@@ -464,7 +478,7 @@ class StrategyModule(FreeStrategyModule):
     def _books_changed(self):
         """Whether a book with parked hosts was written since it was read, READ_GAP seconds ago or more (one stat
         per book)."""
-        for path in set(item[0] for item in self._parked):
+        for path in set(item.path for item in self._parked):
             identity = self._identity(path)
             cached = self._books.get(path)
             if identity is None or not cached or cached[0] != identity and self._clock() - cached[2] >= READ_GAP:
@@ -474,8 +488,9 @@ class StrategyModule(FreeStrategyModule):
     def _let_go(self):
         """Queue the parked hosts that may run now: slot requests in their pools' rollout order, first."""
         # Hosts parked for their new boot wait for a time, or for their port: not a stall.
-        busy = self._pending_results > 0 or any(self._is_continue(item[3]) for item in self._parked)
+        busy = self._pending_results > 0 or any(item.boot for item in self._parked)
         now = self._looked_at = self._clock()
+        wall = self._wall()
         if busy:
             self._idle_since = None
         elif self._idle_since is None:
@@ -483,13 +498,15 @@ class StrategyModule(FreeStrategyModule):
         stuck = self._idle_since is not None and now - self._idle_since >= IDLE_RELEASE
         waiting, full = [], {}
         for item in self._order(self._parked):
-            path, gate, host = item[0], item[1], item[2].get_name()
-            if not stuck and gate and self._pool_full(path, host, full):
+            path, gate, host = item.path, item.gate, item.host.get_name()
+            # A boot wait parked before its wake_at: only the host's own task writes that time, and it is not at
+            # work; the book is not read for it. With a thousand hosts, most of the parked hosts reboot.
+            if not stuck and (gate and self._pool_full(path, host, full) or item.wake is not None and wall < item.wake):
                 waiting.append(item)
                 continue
-            if stuck or self._may_run(path, host, item[3])[0]:
+            if stuck or self._may_run(path, host, item.task)[0]:
                 self._acted = True
-                self._start(*item[2:])
+                self._start(item.host, item.task, item.task_vars, item.play_context)
             else:
                 waiting.append(item)
         self._parked = waiting
@@ -510,7 +527,7 @@ class StrategyModule(FreeStrategyModule):
 
     def _say(self, now):
         """Every SAY_EVERY seconds while hosts wait for a slot: which, and who holds their pools' slots."""
-        gates = [item for item in self._parked if item[1]]
+        gates = [item for item in self._parked if item.gate]
         if not gates:
             self._said_at = None
             return
@@ -521,8 +538,8 @@ class StrategyModule(FreeStrategyModule):
         self._said_at = now
         by_pool = {}
         for item in gates:
-            book, name = self._books.get(item[0], (None, None))[1], item[2].get_name()
-            by_pool.setdefault((item[0], book.pool(name) if book and name in book else None), []).append(name)
+            book, name = self._books.get(item.path, (None, None))[1], item.host.get_name()
+            by_pool.setdefault((item.path, book.pool(name) if book and name in book else None), []).append(name)
         for (path, pool), hosts in sorted(by_pool.items(), key=lambda pair: str(pair[0][1])):
             book = self._books.get(path, (None, None))[1]
             held = book.holders(pool) if book and pool is not None else []
@@ -533,6 +550,6 @@ class StrategyModule(FreeStrategyModule):
     def _order(self, parked):
         """Slot requests first, each book's in its rollout order; then the other tasks as they were parked."""
         def position(item):
-            places = self._fixed.get(item[0], ({}, 0))[0]
-            return (0 if item[1] else 1, places.get(item[2].get_name(), len(places)) if item[1] else len(places))
+            places = self._fixed.get(item.path, ({}, 0))[0]
+            return (0 if item.gate else 1, places.get(item.host.get_name(), len(places)) if item.gate else len(places))
         return sorted(parked, key=position)

@@ -122,7 +122,7 @@ def test_a_slot_request_waits_off_the_forks_until_its_pool_has_a_free_slot(tmp_p
         queue(module, name, acquire, path)
     # n4's pool has a free slot; n2 and n3 wait without a fork.
     assert module.queued == ["n4"]
-    assert [item[2].get_name() for item in module._parked] == ["n3", "n2"]
+    assert [item.host.get_name() for item in module._parked] == ["n3", "n2"]
     # n1 is verified and frees the slot: one host goes, the first in the rollout order.
     _slots.new_record(book, "n1", "finalize", T)
     _slots.record_event(book, "n1", "verified", 2)
@@ -176,7 +176,7 @@ def test_a_fork_is_kept_for_each_slot_holder_between_two_tasks(tmp_path, monkeyp
     module._pending_results = 1
     # One fork at work, one free: n1 holds a slot and is between two tasks, so the free fork is its.
     queue(module, "n4", Task("ansible.builtin.raw"), path)
-    assert module.queued == [] and module._parked[0][2].get_name() == "n4"
+    assert module.queued == [] and module._parked[0].host.get_name() == "n4"
     queue(module, "n1", Task("ansible.builtin.include_tasks"), path)
     assert module.queued == ["n1"]
     # n1's task is at work (blocked): n4 still waits for a fork; once a fork is free, n4 runs.
@@ -223,12 +223,12 @@ def test_a_host_that_goes_first_always_asks_and_the_later_ones_wait_for_it(tmp_p
     acquire = Task("fleetos.layering.os_activate_slot", "acquire")
     queue(module, "n3", acquire, path)
     queue(module, "n2", acquire, path)
-    assert module.queued == ["n2"] and [item[2].get_name() for item in module._parked] == ["n3"]
+    assert module.queued == ["n2"] and [item.host.get_name() for item in module._parked] == ["n3"]
     # n2 asked and holds the slot: n3 stays parked behind a holder at work.
     assert _slots.try_acquire(book, "n2", 1)[0] == "granted"
     os.utime(write(tmp_path, book), ns=(1, 10 ** 18))
     module._let_go()
-    assert module.queued == ["n2"] and [item[2].get_name() for item in module._parked] == ["n3"]
+    assert module.queued == ["n2"] and [item.host.get_name() for item in module._parked] == ["n3"]
     # Without n2 asking (it left the play), n3 asks: the book lets it wait SETTLE seconds, then grants it.
     book = _slots.new_book([{"host": "n2", "pool": "a", "first": True}, {"host": "n3", "pool": "a"}], {"a": 1}, 2, now=0)
     module = strategy(write(tmp_path, book), iterator=Iterator(failed={"n2"}))
@@ -248,7 +248,7 @@ def test_a_later_host_waits_while_the_free_slot_is_spoken_for(tmp_path, monkeypa
     # n2 is let go for the free slot; n3 comes after it and waits; n1 comes before it and asks too.
     for name in ("n2", "n3", "n1"):
         queue(module, name, acquire, path)
-    assert module.queued == ["n2", "n1"] and [item[2].get_name() for item in module._parked] == ["n3"]
+    assert module.queued == ["n2", "n1"] and [item.host.get_name() for item in module._parked] == ["n3"]
 
 
 def test_hosts_waiting_for_a_slot_are_named_every_30_s(tmp_path, monkeypatch):
@@ -368,16 +368,19 @@ def test_a_host_that_reboots_waits_for_its_boot_off_the_forks_and_keeps_none(tmp
     now = [110.0]
     module._wall = lambda: now[0]
     queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
-    assert module.queued == [] and module._parked[0][2].get_name() == "n1"
+    assert module.queued == [] and module._parked[0].host.get_name() == "n1"
     # Its only fork is not kept for it while it boots: another host's task runs.
     queue(module, "n4", Task("ansible.builtin.raw"), path)
     assert module.queued == ["n4"]
     module._pending_results = 0
+    # Before its wake_at, a look at the parked hosts does not read the book for it.
+    looked, may_run = [], module._may_run
+    module._may_run = lambda path, host, task: looked.append(host) or may_run(path, host, task)
     module._let_go()
-    assert module.queued == ["n4"]
+    assert module.queued == ["n4"] and looked == []
     now[0] = 116.0
     module._let_go()
-    assert module.queued == ["n4", "n1"] and module._parked == []
+    assert module.queued == ["n4", "n1"] and module._parked == [] and looked == ["n1"]
 
 
 def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue_does(tmp_path, monkeypatch):
@@ -424,7 +427,7 @@ def test_a_boot_wait_that_parked_its_host_again_runs_again_and_no_other_continue
     assert task is boot and state.run_state == IteratingStates.TASKS and looked == []
     # Queued again, it is parked until its wake_at (12.5 s), and then no longer repeated.
     module._queue_task(Host("n1"), boot, {"os_activate_book": {"path": path}}, None)
-    assert module.queued == ["n1"] and module._parked[0][2].get_name() == "n1" and module._repeat == {}
+    assert module.queued == ["n1"] and module._parked[0].host.get_name() == "n1" and module._repeat == {}
     assert next_task(Host("n1"), peek=True) == ("state", "next")
     # Done without a new wake_at (skipped, or failed before it waited), or with its host failed: run once.
     module._blocked_hosts["n1"] = False
@@ -474,7 +477,7 @@ def test_a_host_whose_port_answered_before_its_reboot_waits_off_the_forks_until_
     # Past its wake_at (116 s), its port does not answer: it stays parked, and keeps no fork.
     now[0] = 116.0
     queue(module, "n1", Task("fleetos.layering.os_activate_slot", "continue"), path)
-    assert module.queued == ["n1"] and module._parked[0][2].get_name() == "n1" and module._at_door == {"n1"}
+    assert module.queued == ["n1"] and module._parked[0].host.get_name() == "n1" and module._at_door == {"n1"}
     queue(module, "n4", Task("ansible.builtin.raw"), path)
     assert module.queued == ["n1", "n4"]
     module._pending_results = 0
