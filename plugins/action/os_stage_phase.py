@@ -18,6 +18,8 @@ from ansible_collections.fleetos.layering.plugins.module_utils import _params
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _backends, _pull
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line, sentence
+from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import read_commands
+from ansible_collections.fleetos.layering.plugins.module_utils.host._host import chain
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 ARGUMENT_SPEC = dict(
@@ -34,6 +36,22 @@ ARGUMENT_SPEC = dict(
 )
 DIGEST_PINNED = re.compile(r"^[^@]+@sha256:[0-9a-f]{64}$")
 ERROR_MAX = 400
+# $1 the credentials file to look for ('' for none): what the host has of it and of a layer cache, a line each.
+PROBE_SCRIPT = ('if [ -n "$1" ] && [ -f "$1" ]; then echo auth-file; fi; '
+                'if [ -d /sysroot/ostree/container-cache ]; then echo layer-cache; fi')
+
+
+def probe_argv(auth_file):
+    """The argv of the probe for the credentials file ``auth_file`` and a layer cache."""
+    return ["sh", "-c", PROBE_SCRIPT, "sh", auth_file or ""]
+
+
+def start_reads(args):
+    """What a start reads of the host before its job starts, for ``Host.prefetch``: the probe, the test of the
+    credentials file (the stage tests the file the probe found), the backend's status and the machine name."""
+    auth_file = args["auth_file"] or ""
+    probe = [(probe_argv(auth_file), None)] + ([(["test", "-f", auth_file], None)] if auth_file else [])
+    return chain(probe, read_commands(args["backend"]))
 
 
 class StageFailed(Exception):
@@ -99,18 +117,27 @@ class ActionModule(HostStep):
         if not DIGEST_PINNED.match(args["image"]):
             raise StageFailed("check the image", "image %s is not digest-pinned (registry/repository@sha256:<64 hex>)."
                               % args["image"])
-        auth_file, layer_cache = self._run("look for the registry credentials", self._probe, host, args["auth_file"])
-        first = pull_first(args["pull"], args["phase"], layer_cache)
-        if args["phase"] == "start" and not first:
+        if args["phase"] != "start":
+            auth_file, layer_cache = self._run("look for the registry credentials", self._probe, host, args["auth_file"])
+            return self._conclude(host, args, dict(job="", pull_first=pull_first(args["pull"], "all", layer_cache),
+                                                   auth_file=auth_file), stage_start, digest, check_mode)
+        # The reads before the job in one host command: on a fleet staging at once, each is an ssh command of the
+        # controller's and a session on the host. What the start did not ask for is dropped before it returns. A
+        # start that leaves the fetch and the stage to the finish (pull true) reads nothing but the probe.
+        if args["pull"] != "true":
+            host.prefetch(start_reads(args))
+        try:
+            auth_file, layer_cache = self._run("look for the registry credentials", self._probe, host,
+                                               args["auth_file"])
+            if pull_first(args["pull"], "start", layer_cache):
+                # Fetched first, then staged whole: both in the finish.
+                return dict(record("started", stage_start, digest), job="", pull_first=True, auth_file=auth_file)
             started = self._run("start the stage on the host", self._stage, host, args, auth_file, "start", None,
                                 check_mode)
-            return dict(record("started", stage_start, digest, changed=started.get("changed")),
-                        job=started.get("job") or "", pull_first=False, auth_file=auth_file)
-        if args["phase"] == "start":
-            # Fetched first, then staged whole: both in the finish.
-            return dict(record("started", stage_start, digest), job="", pull_first=True, auth_file=auth_file)
-        return self._conclude(host, args, dict(job="", pull_first=first, auth_file=auth_file), stage_start, digest,
-                              check_mode)
+        finally:
+            host.forget()
+        return dict(record("started", stage_start, digest, changed=started.get("changed")),
+                    job=started.get("job") or "", pull_first=False, auth_file=auth_file)
 
     def _conclude(self, host, args, started, stage_start, digest, check_mode):
         auth_file = started.get("auth_file") or ""
@@ -131,9 +158,7 @@ class ActionModule(HostStep):
     def _probe(host, auth_file):
         """(the credentials file when it exists on the host, else "", whether the host keeps a layer cache), in one
         command."""
-        script = ('if [ -n "$1" ] && [ -f "$1" ]; then echo auth-file; fi; '
-                  'if [ -d /sysroot/ostree/container-cache ]; then echo layer-cache; fi')
-        rc, out, err = host.run(["sh", "-c", script, "sh", auth_file or ""])
+        rc, out, err = host.run(probe_argv(auth_file))
         if rc != 0:
             raise FleetosError("the test for %s and a layer cache failed (rc %d): %s"
                                % (auth_file or "no auth file", rc, (err or out or "").strip()[:200]))

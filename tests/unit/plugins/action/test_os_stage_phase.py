@@ -15,15 +15,20 @@ DIGEST = "sha256:" + "a" * 64
 IMAGE = "registry.example.com/os/fleet@" + DIGEST
 CHECKSUM = "c" * 64
 NOW = 1000.0
+STATUS = '{"deployments": []}'
 
 
 @pytest.fixture
 def steps(monkeypatch):
     """What the backend's stage and the layers' fetch were asked, and their answers."""
-    seen = {"stage": [], "pull": [], "stage_answer": None, "stage_error": None}
+    seen = {"stage": [], "pull": [], "stage_answer": None, "stage_error": None, "read": None}
 
     def stage(host, args, auth_file, phase, job, check_mode):
         seen["stage"].append((phase, job, auth_file, args["timeout"], check_mode))
+        if phase == "start":
+            # What the backend's start reads before its job (_rebase.prepare), and the host commands so far.
+            seen["read"] = (host.run(["rpm-ostree", "status", "--json"]), host.machine(),
+                            len(seen["host"]["sent"]))
         if seen["stage_error"]:
             raise CommandError(seen["stage_error"])
         if phase == "start":
@@ -42,20 +47,28 @@ def steps(monkeypatch):
     return seen
 
 
-def probe(steps, *found):
+def probe(steps, *found, start=False):
+    """The probe's answer; a start reads the backend's status with it, in one host command: its answer next."""
     steps["host"]["results"].append((0, "".join(line + "\n" for line in found), ""))
+    if start:
+        steps["host"]["results"].append((0, STATUS, ""))
 
 
 def test_start_starts_the_stage_detached_with_the_credentials_found_and_finish_collects_it(steps):
-    probe(steps, "auth-file")
+    probe(steps, "auth-file", start=True)
     started = run_action(os_stage_phase, dict(image=IMAGE, phase="start", auth_file="/etc/ostree/auth.json",
                                               timeout=300))
     assert (started["status"], started["job"], started["auth_file"], started["pull_first"]) == (
         "started", "job-1", "/etc/ostree/auth.json", False)
-    # The job is bound by the timeout; the probe was one command, given the file as an argument.
+    # The job is bound by the timeout. The reads before it were one host command: the probe (given the file as an
+    # argument), the test of that file, the status and the machine name; the stage's reads were answered from it.
     assert steps["stage"] == [("start", None, "/etc/ostree/auth.json", 300, False)]
-    (argv, given), = steps["host"]["calls"]
+    assert len(steps["host"]["sent"]) == len(steps["host"]["batches"]) == 1
+    (argv, given), (status, _given) = steps["host"]["calls"]
     assert argv[:2] == ["sh", "-c"] and argv[-1] == "/etc/ostree/auth.json" and given["data"] is None
+    assert status == ["rpm-ostree", "status", "--json"]
+    assert ["test", "-f", "/etc/ostree/auth.json"] in steps["host"]["lookups"]
+    assert steps["read"] == ((0, STATUS, ""), "x86_64", 1)
     done = run_action(os_stage_phase, dict(image=IMAGE, phase="finish", started=started, timeout=300))
     assert steps["stage"][1] == ("finish", "job-1", "/etc/ostree/auth.json", 300, False)
     assert {k: done[k] for k in ("status", "changed", "stage_start", "staged_at", "staged_checksum", "digest",
@@ -71,7 +84,7 @@ def test_a_missing_credentials_file_is_not_given_to_the_stage(steps):
 
 
 def test_a_failed_step_is_the_stage_s_record_and_not_the_task_s_failure(steps):
-    probe(steps)
+    probe(steps, start=True)
     steps["stage_error"] = "rpm-ostree rebase failed (rc 1): error: Writing objects: No space left on device"
     result = run_action(os_stage_phase, dict(image=IMAGE, phase="start"))
     assert (result["status"], result["changed"], result["staged_checksum"]) == ("failed", False, None)
@@ -93,7 +106,8 @@ def test_an_image_that_is_not_digest_pinned_fails_the_stage_before_anything_runs
     ("true", False, "start", True), ("auto", True, "all", True), ("auto", True, "start", False),
     ("auto", False, "all", False), ("false", True, "all", False)])
 def test_the_layers_are_fetched_first_when_asked_or_a_whole_stage_has_a_cache(steps, pull, cache, phase, fetched):
-    probe(steps, *(["layer-cache"] if cache else []))
+    # A start that fetches first (pull true) reads nothing but the probe.
+    probe(steps, *(["layer-cache"] if cache else []), start=phase == "start" and pull != "true")
     result = run_action(os_stage_phase, dict(image=IMAGE, phase=phase, pull=pull))
     if phase == "start":
         # A fetch first: the start leaves the stage, whole, to the finish.
