@@ -130,6 +130,11 @@ BUSY = _Busy()
 _Parked = namedtuple("_Parked", "path gate boot wake host task task_vars play_context")
 
 
+def _wake_of(book, name):
+    """The wake_at of ``name`` in ``book`` (None when there is no book, or the host has no parked boot wait)."""
+    return book.wakes_at(name) if book is not None else None
+
+
 def own_facts(variable_manager, names):
     """Give each host of ``names`` a mapping of cached facts of its own: -> the hosts that shared one.
 
@@ -405,13 +410,13 @@ class StrategyModule(FreeStrategyModule):
     def _queue_task(self, host, task, task_vars, play_context):
         self._acted = True
         path = self._book_path(task_vars)
+        wake = None
         if path is not None and self._is_continue(task):
             # A boot wait (an op continue of a host the book has parked in its reboot): with fewer forks than the
             # slots need, it ends within _slots.BOOT_SLICE and parks the host again, and it runs again here.
             name = host.get_name()
             self._repeat.pop(name, None)
-            book = self._read_book(path, fresh=True)
-            wake = book.wakes_at(name) if book is not None and name in book else None
+            wake = _wake_of(self._read_book(path, fresh=True), name)
             if wake is not None and len(self._workers) < self._fixed[path][1] + SPARE_FORKS:
                 task_vars[_slots.REPEATS_VAR] = True
                 self._continuing[name] = (path, task, wake)
@@ -422,17 +427,12 @@ class StrategyModule(FreeStrategyModule):
             yes, reason = self._may_run(path, host.get_name(), task)
             if not yes:
                 display.vvv("%s waits without a fork: %s" % (host.get_name(), reason))
+                # A boot wait parked before its wake_at (read above, fresh) is not looked at before it.
                 boot = self._is_continue(task)
-                self._parked.append(_Parked(path, gate, boot, self._wakes_at(path, host.get_name()) if boot else None,
-                                            host, task, task_vars, play_context))
+                wake = wake if boot and wake is not None and wake > self._wall() else None
+                self._parked.append(_Parked(path, gate, boot, wake, host, task, task_vars, play_context))
                 return
         self._start(host, task, task_vars, play_context)
-
-    def _wakes_at(self, path, name):
-        """The wake_at of ``name`` in the book at ``path`` as last read, if it is still to come, else None."""
-        book = self._books.get(path, (None, None))[1]
-        wake = book.wakes_at(name) if book is not None and name in book else None
-        return wake if wake is not None and wake > self._wall() else None
 
     def _start(self, host, task, task_vars, play_context):
         """Queue the task (ansible-core forks a worker for it) with the controller's heap frozen (``heap_frozen``).
@@ -465,8 +465,7 @@ class StrategyModule(FreeStrategyModule):
             if self._blocked_hosts.get(name, False):
                 continue
             del self._continuing[name]
-            book = self._read_book(path, fresh=True)
-            if book is None or book.wakes_at(name) in (None, wake) or name not in self._running:
+            if _wake_of(self._read_book(path, fresh=True), name) in (None, wake) or name not in self._running:
                 continue
             try:
                 state = self._iterator.get_state_for_host(name)
