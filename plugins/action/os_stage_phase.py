@@ -20,6 +20,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _back
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import FleetosError, one_line, sentence
 from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import read_commands
 from ansible_collections.fleetos.layering.plugins.module_utils.host._host import chain
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import auth_file_test
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote import HostStep
 
 ARGUMENT_SPEC = dict(
@@ -50,7 +51,7 @@ def start_reads(args):
     """What a start reads of the host before its job starts, for ``Host.prefetch``: the probe, the test of the
     credentials file (the stage tests the file the probe found), the backend's status and the machine name."""
     auth_file = args["auth_file"] or ""
-    probe = [(probe_argv(auth_file), None)] + ([(["test", "-f", auth_file], None)] if auth_file else [])
+    probe = [(probe_argv(auth_file), None)] + ([(auth_file_test(auth_file), None)] if auth_file else [])
     return chain(probe, read_commands(args["backend"]))
 
 
@@ -124,7 +125,7 @@ class ActionModule(HostStep):
         # The reads before the job in one host command: on a fleet staging at once, each is an ssh command of the
         # controller's and a session on the host. What the start did not ask for is dropped before it returns. A
         # start that leaves the fetch and the stage to the finish (pull true) reads nothing but the probe.
-        if args["pull"] != "true":
+        if not pull_first(args["pull"], "start", False):
             host.prefetch(start_reads(args))
         try:
             auth_file, layer_cache = self._run("look for the registry credentials", self._probe, host,

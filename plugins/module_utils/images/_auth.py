@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, InvalidInputError
 from ansible_collections.fleetos.layering.plugins.module_utils.host._host import HostFileError, error_line
-from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import DOCKER_HUB, parse
+from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import DOCKER_HUB, parse, shown
 
 AUTH_FILE_NAME = "auth.json"
 RUN_AUTH_FILE = "/run/ostree/auth.json"
@@ -47,6 +47,18 @@ def ostree_auth_file(paths=OSTREE_AUTH_FILES, host=None):
     if host is not None:
         return next((path for path in paths if host.test("-e", path)), None)
     return next((path for path in paths if os.path.exists(path)), None)
+
+
+def auth_file_test(auth_file):
+    """The argv that tests ``auth_file`` before a stage: a caller that batches its reads (``Host.prefetch``) asks
+    for this one, so that :func:`check_auth_file` finds its answer."""
+    return ["test", "-f", auth_file]
+
+
+def check_auth_file(host, auth_file):
+    """InvalidInputError unless ``auth_file`` (when given) is a regular file on the host."""
+    if auth_file and host.run(auth_file_test(auth_file))[0] != 0:
+        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file." % shown(auth_file, 80))
 
 
 def default_auth_files(environ=None, home=None, uid=None):

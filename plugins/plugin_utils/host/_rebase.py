@@ -15,7 +15,11 @@ host needs no Python.
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.module_utils.images import _image_ref
-from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import OSTREE_AUTH_FILES, RUN_AUTH_FILE
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import (
+    OSTREE_AUTH_FILES,
+    RUN_AUTH_FILE,
+    check_auth_file,
+)
 from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS
 from ansible_collections.fleetos.layering.plugins.module_utils.host._deployments import (
     has_digest,
@@ -87,9 +91,7 @@ def check_input(host, params):
     for name in ("retries", "retry_delay"):
         if params[name] < 0:
             raise InvalidInputError("%s %d is negative: expected 0 or more." % (name, params[name]))
-    if params["auth_file"] and not host.test("-f", params["auth_file"]):
-        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file."
-                                % _image_ref.shown(params["auth_file"], 80))
+    check_auth_file(host, params["auth_file"])
 
 
 class Rebase(LongCommand):

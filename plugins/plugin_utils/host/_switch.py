@@ -18,6 +18,7 @@ from __future__ import annotations
 from ansible_collections.fleetos.layering.plugins.module_utils.host import _bootc, _deployments
 from ansible_collections.fleetos.layering.plugins.module_utils.host._commands import RETRY_ARGS, last_cause
 from ansible_collections.fleetos.layering.plugins.module_utils._errors import CommandError, ImageError, InvalidInputError
+from ansible_collections.fleetos.layering.plugins.module_utils.images._auth import check_auth_file
 from ansible_collections.fleetos.layering.plugins.module_utils.images._image_ref import shown
 from ansible_collections.fleetos.layering.plugins.plugin_utils.host._job import LongCommand, run_here
 from ansible_collections.fleetos.layering.plugins.module_utils.images._labels import imported_commit, is_bootable
@@ -53,8 +54,7 @@ def check_input(host, params):
     if labels is not None and not is_bootable(labels):
         raise InvalidInputError("image '%s' is not bootable: its labels set neither containers.bootc nor "
                                 "ostree.bootable." % shown(params["image"]))
-    if params["auth_file"] and not host.test("-f", params["auth_file"]):
-        raise InvalidInputError("auth_file '%s' does not exist or is not a regular file." % shown(params["auth_file"], 80))
+    check_auth_file(host, params["auth_file"])
 
 
 def _unchanged(result, status, current):

@@ -370,3 +370,23 @@ def test_host_auth_file_that_cannot_be_removed_fails_the_step(private_dirs):
             pass
     assert raised.value.msg == ("Failed to remove the private auth file directory '%s' from the host: rm: cannot "
                                 "remove 'x': Device or resource busy." % os.path.dirname(path))
+
+
+@pytest.mark.parametrize("make", [None, "file", "dir"])
+def test_the_auth_file_check_runs_the_test_a_batched_read_answers(tmp_path, make):
+    # os_stage_phase batches auth_file_test's argv with its other reads: the check must ask that argv, and only it.
+    path = tmp_path / "auth.json"
+    if make == "file":
+        path.write_text("{}", encoding="utf-8")
+    elif make == "dir":
+        path.mkdir()
+    host = LocalHost()
+    if make == "file":
+        _auth.check_auth_file(host, str(path))
+    else:
+        with pytest.raises(InvalidInputError) as raised:
+            _auth.check_auth_file(host, str(path))
+        assert raised.value.msg == "auth_file '%s' does not exist or is not a regular file." % path
+    assert host.argvs == [_auth.auth_file_test(str(path))] == [["test", "-f", str(path)]]
+    _auth.check_auth_file(host, "")
+    assert len(host.argvs) == 1
