@@ -121,7 +121,8 @@ options:
     default: 0
   poll_interval:
     description:
-      - O(phase=finish), seconds between two reads of the job (one short command on the host each); more than V(0).
+      - O(phase=finish), seconds between two looks at the job; more than V(0). A look is taken on the host: one
+        command waits there for the job's end for up to 30 s, looking every O(poll_interval) seconds.
     type: float
     default: 2.0
 seealso:

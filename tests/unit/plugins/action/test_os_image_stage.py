@@ -95,7 +95,8 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job 
 
 JOB = "/run/fleetos/stage.Xy3kQ9aB2c"
 RM_ARGV = ["rm", "-rf", "--", JOB]
-POLL_ARGV = ["sh", "-c", _job.POLL_SCRIPT, "sh", JOB]
+# A read of the job that waits on the host, at the default poll_interval (2 s), for HOST_WAIT seconds at most.
+POLL_ARGV = _job.poll_argv(JOB, 15, 2.0)
 RUNNING = (5, "", "")
 DONE = (0, "", "")
 
@@ -218,8 +219,9 @@ def test_finish_waits_for_the_job_and_returns_what_the_stage_in_one_task_returns
     result = _all(host, backend, [RUNNING, RUNNING, _ended(0, record, ended), DONE, after], phase="finish", job=JOB,
                   poll_interval=0.5)
     status_argv = rpm.STATUS_ARGV if backend == "rpm-ostree" else bootc.STATUS_ARGV
-    # One read of the job a poll, the job removed once read, the status read once.
-    assert _argvs(host) == [POLL_ARGV] * 3 + [RM_ARGV, status_argv]
+    # One read of the job a poll, each waiting on the host for HOST_WAIT seconds at most (60 looks 0.5 s apart),
+    # the job removed once read, the status read once.
+    assert _argvs(host) == [_job.poll_argv(JOB, 60, 0.5)] * 3 + [RM_ARGV, status_argv]
     assert host["sleeps"] == [0.5, 0.5]
     # What the stage in one task returns, and when the job ended.
     assert result.pop("ended_ago") == 2.5
@@ -255,7 +257,8 @@ def test_a_failed_job_fails_the_finish_as_the_failed_command_fails_the_stage(hos
 
 def test_a_job_still_running_at_the_timeout_fails_the_finish_and_is_left(host):
     result = _all(host, "rpm-ostree", [RUNNING, RUNNING], phase="finish", job=JOB, timeout=0)
-    assert _argvs(host) == [POLL_ARGV]
+    # No time left: the host takes no look more than the one read.
+    assert _argvs(host) == [_job.poll_argv(JOB, 0, 2.0)]
     assert result["failed"] is True and result["job"] == JOB
     assert result["msg"] == ("The stage job %s on the host did not end within the timeout of 0 seconds: it keeps "
                              "running, and a later task with phase finish and this job collects it." % JOB)

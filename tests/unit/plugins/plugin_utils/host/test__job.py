@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import stat
+import threading
 import time
 
 import pytest
@@ -255,6 +256,36 @@ def test_past_the_timeout_the_job_keeps_running_and_a_later_finish_collects_it(f
     fleet.go()
     assert fleet.finish(job, params)["after"]["checksum"] == "c1"
     assert not fleet.run_auth.exists()
+
+
+def test_a_read_waits_on_the_host_for_the_job_s_end_one_command_for_the_whole_wait(fleet):
+    params = fleet.params()
+    job = fleet.start(params)["job"]
+    fleet.wait_for("auth-seen")
+    # The stage ends half a second into the finish's first read: that read sees it, with no other.
+    go = threading.Timer(0.5, fleet.go)
+    before = len(fleet.action.lines)
+    go.start()
+    try:
+        assert fleet.finish(job, params)["after"]["checksum"] == "c1"
+    finally:
+        go.cancel()
+    reads = [line for line in fleet.action.lines[before:] if "looks=" in line]
+    assert len(reads) == 1 and not os.path.exists(job)
+
+
+def test_a_host_whose_sleep_takes_no_fraction_answers_at_once_and_the_controller_waits(fleet, tmp_path):
+    params = fleet.params()
+    job = fleet.start(params)["job"]
+    fleet.wait_for("auth-seen")
+    (tmp_path / "bin" / "sleep").write_text("#!/bin/sh\necho 'sleep: invalid time interval' >&2\nexit 1\n")
+    (tmp_path / "bin" / "sleep").chmod(0o755)
+    started = time.monotonic()
+    rc, _out, _err = fleet.host.run(_job.poll_argv(job, 1000, 0.5))
+    assert rc == 5 and time.monotonic() - started < 5
+    (tmp_path / "bin" / "sleep").unlink()
+    fleet.go()
+    assert fleet.finish(job, params)["after"]["checksum"] == "c1"
 
 
 def test_a_job_past_its_bound_ends_its_command_on_the_host_and_the_finish_says_so(fleet):
