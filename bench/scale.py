@@ -32,7 +32,8 @@ Needs root (the fleet's namespaces). Writes bench/results/scale-<timestamp>.json
 bench/results/scale-<timestamp>/; not a pass/fail test (exit 1 when a playbook failed or a check did not hold).
 
   .venv/bin/python bench/scale.py [--hosts 250,1000] [--forks 50] [--boot-spread 40-90] [--seed 15]
-      [--rate 80mbit] [--size-mb 50] [--pools 10] [--budget 10%] [--naive] [--only rollout,rerun,...]
+      [--rate 80mbit] [--size-mb 50] [--pools 10] [--budget 10%] [--control-persist SECONDS] [--naive]
+      [--only rollout,rerun,...]
 """
 
 from __future__ import annotations
@@ -150,7 +151,11 @@ class Size:
                            base_image=lambda reg: simfleet.base_image(reg, a.base_mb), timeout=max(120, self.n))
         self.names = [h["name"] for h in info["hosts"]]
         self.inventory = self.dir / "hosts.yml"
-        self.pools = simfleet.write_inventory(self.fleet, self.inventory, a.budget)
+        # --control-persist: ssh's own arguments as Ansible's default, with a longer ControlPersist (a -o later on
+        # the command line, in ansible_ssh_common_args, would not override the first).
+        ssh = {"ansible_ssh_args": "-C -o ControlMaster=auto -o ControlPersist=%ds" % a.control_persist} \
+            if a.control_persist else None
+        self.pools = simfleet.write_inventory(self.fleet, self.inventory, a.budget, extra_vars=ssh)
         self.budgets = {pool: budget_of(a.budget, len(names)) for pool, names in self.pools.items()}
         v1 = simfleet._simregistry.lookup("%s@%s" % (simfleet.IMAGE_NAME, info["base"]), str(self.fleet.registry))
         base_layers = [(l["digest"], l["size"]) for l in v1["layers"]]
@@ -250,9 +255,9 @@ def show(result):
     s = result["settings"]
     print("bench/scale.py  %s" % result["timestamp"])
     print("settings: sizes %s, %d pools, budget %s of each pool, forks %d, boots %g-%g s (seed %d), links %s, "
-          "+%d MB layer, %d CPUs" % (",".join(map(str, s["sizes"])), s["pools"], s["budget"], s["forks"],
-                                     s["boot_spread_s"][0], s["boot_spread_s"][1], s["seed"], s["rate"],
-                                     s["size_mb"], s["cpus"]))
+          "+%d MB layer, %d CPUs, ssh ControlPersist %d s" % (
+              ",".join(map(str, s["sizes"])), s["pools"], s["budget"], s["forks"], s["boot_spread_s"][0],
+              s["boot_spread_s"][1], s["seed"], s["rate"], s["size_mb"], s["cpus"], s.get("control_persist_s", 60)))
     for n, size in sorted(result["sizes"].items(), key=lambda kv: int(kv[0])):
         print("%s hosts (up in %.1f s; budgets %s)" % (n, size["up_s"], sorted(set(size["budgets"].values()))))
         for step in STEPS:
@@ -288,6 +293,8 @@ def main():
     parser.add_argument("--rate", default="80mbit", help="each host's link rate for its stage (80mbit)")
     parser.add_argument("--size-mb", type=int, default=50, help="the layer v2 adds (50)")
     parser.add_argument("--base-mb", type=int, default=800, help="v1's one layer, on every host already (800)")
+    parser.add_argument("--control-persist", type=int, default=0, metavar="SECONDS",
+                        help="the ssh masters' ControlPersist (default: Ansible's, 60 s)")
     parser.add_argument("--naive", action="store_true", help="also bench/naive-rollout.yml after the rollback")
     parser.add_argument("--only", default=",".join(STEPS[:5]),
                         help="the steps, in their order: %s (default all but naive)" % ",".join(STEPS))
@@ -312,7 +319,8 @@ def main():
         "sizes": sizes, "pools": args.pools, "budget": args.budget, "forks": args.forks,
         "boot_spread_s": list(args.boot_spread), "seed": args.seed, "rate": args.rate, "size_mb": args.size_mb,
         "base_mb": args.base_mb, "steps": args.only, "rss_interval_s": RSS_INTERVAL,
-        "cpus": len(os.sched_getaffinity(0)), "nice": os.nice(0)}, "sizes": {}, "problems": []}
+        "cpus": len(os.sched_getaffinity(0)), "nice": os.nice(0), "control_persist_s": args.control_persist or 60},
+        "sizes": {}, "problems": []}
     error = None
     for n in sizes:
         size = Size(args, n, run_dir)
