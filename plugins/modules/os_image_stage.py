@@ -121,8 +121,8 @@ options:
     default: 0
   poll_interval:
     description:
-      - O(phase=finish), seconds between two looks at the job; more than V(0). A look is taken on the host: one
-        command waits there for the job's end for up to 30 s, looking every O(poll_interval) seconds.
+      - O(phase=finish), seconds between two looks at the job; more than V(0). The looks are taken on the host, where
+        one command waits for the job's end for up to 30 s.
     type: float
     default: 2.0
 seealso:
