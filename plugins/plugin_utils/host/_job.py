@@ -58,6 +58,8 @@ KILL_AFTER = 10
 # The longest a read of a job waits on the host for its end (seconds): one ssh command for that time, where the
 # controller would run one each poll_interval. It keeps the task's worker as the controller's own sleeps do.
 HOST_WAIT = 30
+# The shortest pause between two of the host's looks at a job (seconds), whatever poll_interval says.
+MIN_LOOK = 0.05
 
 # $1 the job's directory; $2 the auth file to put in place ('' for none), $3 where the tool reads it, $4 where
 # what was there is kept meanwhile; $5 what the tool prints when another process holds it ('' never to retry),
@@ -322,10 +324,11 @@ def _is_job(job):
     return re.fullmatch(re.escape(base + ".") + "[A-Za-z0-9]{%d}" % len(random), job) is not None
 
 
-def poll_argv(job, looks, poll_interval):
-    """The argv of a read of ``job`` that looks at it ``looks`` more times, ``poll_interval`` seconds apart, while
-    it runs."""
-    return ["sh", "-c", POLL_SCRIPT, "sh", job, str(looks), "%.3f" % poll_interval]
+def poll_argv(job, seconds, poll_interval):
+    """The argv of a read of ``job`` that waits on the host for up to ``seconds`` while the job runs, looking at
+    it every ``poll_interval`` seconds (MIN_LOOK at the least)."""
+    every = max(poll_interval, MIN_LOOK)
+    return ["sh", "-c", POLL_SCRIPT, "sh", job, str(int(round(seconds / every, 6))), "%.3f" % every]
 
 
 def wait(host, job, timeout, poll_interval, sleep, clock):
@@ -337,7 +340,7 @@ def wait(host, job, timeout, poll_interval, sleep, clock):
     deadline = clock() + timeout
 
     def attempt():
-        argv = poll_argv(job, int(min(HOST_WAIT, max(deadline - clock(), 0.0)) // poll_interval), poll_interval)
+        argv = poll_argv(job, min(HOST_WAIT, max(deadline - clock(), 0.0)), poll_interval)
         rc, out, err = host.run(argv)
         if rc == 0:
             return _ended(job, out)

@@ -96,7 +96,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils.host import _job 
 JOB = "/run/fleetos/stage.Xy3kQ9aB2c"
 RM_ARGV = ["rm", "-rf", "--", JOB]
 # A read of the job that waits on the host, at the default poll_interval (2 s), for HOST_WAIT seconds at most.
-POLL_ARGV = _job.poll_argv(JOB, 15, 2.0)
+POLL_ARGV = _job.poll_argv(JOB, 30, 2.0)
 RUNNING = (5, "", "")
 DONE = (0, "", "")
 
@@ -221,7 +221,7 @@ def test_finish_waits_for_the_job_and_returns_what_the_stage_in_one_task_returns
     status_argv = rpm.STATUS_ARGV if backend == "rpm-ostree" else bootc.STATUS_ARGV
     # One read of the job a poll, each waiting on the host for HOST_WAIT seconds at most (60 looks 0.5 s apart),
     # the job removed once read, the status read once.
-    assert _argvs(host) == [_job.poll_argv(JOB, 60, 0.5)] * 3 + [RM_ARGV, status_argv]
+    assert _argvs(host) == [_job.poll_argv(JOB, 30, 0.5)] * 3 + [RM_ARGV, status_argv]
     assert host["sleeps"] == [0.5, 0.5]
     # What the stage in one task returns, and when the job ended.
     assert result.pop("ended_ago") == 2.5

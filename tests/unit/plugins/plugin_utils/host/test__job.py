@@ -281,8 +281,12 @@ def test_a_host_whose_sleep_takes_no_fraction_answers_at_once_and_the_controller
     (tmp_path / "bin" / "sleep").write_text("#!/bin/sh\necho 'sleep: invalid time interval' >&2\nexit 1\n")
     (tmp_path / "bin" / "sleep").chmod(0o755)
     started = time.monotonic()
-    rc, _out, _err = fleet.host.run(_job.poll_argv(job, 1000, 0.5))
+    rc, _out, _err = fleet.host.run(_job.poll_argv(job, 500, 0.5))
     assert rc == 5 and time.monotonic() - started < 5
+    # The host's looks: HOST_WAIT seconds of them, poll_interval apart, and never closer than MIN_LOOK.
+    assert _job.poll_argv(job, 30, 0.5)[-2:] == ["60", "0.500"]
+    assert _job.poll_argv(job, 30, 0.001)[-2:] == ["600", "0.050"]
+    assert _job.poll_argv(job, 0.4, 2.0)[-2:] == ["0", "2.000"]
     (tmp_path / "bin" / "sleep").unlink()
     fleet.go()
     assert fleet.finish(job, params)["after"]["checksum"] == "c1"
