@@ -31,6 +31,7 @@ from ansible_collections.fleetos.layering.plugins.plugin_utils.host._remote impo
 IMAGE = "198.51.100.1:5000/fleetos/lab-os"
 NEW = "sha256:" + "1b" * 32
 REFERENCE = "ostree-unverified-registry:%s@%s" % (IMAGE, NEW)
+JOB_ID = "/run/fleetos/stage.abcdefghij"
 SECRET = '{"auths": {"198.51.100.1:5000": {"auth": "c2VjcmV0OnMzY3IzdA=="}}}\n'
 
 # The fake rpm-ostree: status from status.json; a rebase counts its runs, records what it got, waits for go,
@@ -283,13 +284,16 @@ def test_a_host_whose_sleep_takes_no_fraction_answers_at_once_and_the_controller
     started = time.monotonic()
     rc, _out, _err = fleet.host.run(_job.poll_argv(job, 500, 0.5))
     assert rc == 5 and time.monotonic() - started < 5
-    # The host's looks: HOST_WAIT seconds of them, poll_interval apart, and never closer than MIN_LOOK.
-    assert _job.poll_argv(job, 30, 0.5)[-2:] == ["60", "0.500"]
-    assert _job.poll_argv(job, 30, 0.001)[-2:] == ["600", "0.050"]
-    assert _job.poll_argv(job, 0.4, 2.0)[-2:] == ["0", "2.000"]
     (tmp_path / "bin" / "sleep").unlink()
     fleet.go()
     assert fleet.finish(job, params)["after"]["checksum"] == "c1"
+
+
+@pytest.mark.parametrize("seconds,interval,looks", [(30, 0.5, ["60", "0.500"]), (30, 0.001, ["600", "0.050"]),
+                                                    (0.4, 2.0, ["0", "2.000"])])
+def test_the_host_looks_poll_interval_apart_for_the_seconds_given_never_closer_than_min_look(
+        seconds, interval, looks):
+    assert _job.poll_argv(JOB_ID, seconds, interval) == ["sh", "-c", _job.POLL_SCRIPT, "sh", JOB_ID] + looks
 
 
 def test_a_job_past_its_bound_ends_its_command_on_the_host_and_the_finish_says_so(fleet):
