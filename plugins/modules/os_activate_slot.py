@@ -228,8 +228,9 @@ options:
         type: int
         default: 600
       poll_interval:
-        description: Seconds between two reads of the boot id while the host answers (once it is down, ssh
-          tries to connect once a second, up to 30 times a read).
+        description: Seconds between two reads of the boot id while the host answers, or a tenth of the time
+          waited when that is more (once it is down, ssh tries to connect once a second, up to 30 times a read;
+          through a jump host it does not, and the reads go on at that interval).
         type: float
         default: 1.0
       connect_timeout:

@@ -19,7 +19,9 @@ description:
     O(poll_interval), or a tenth of the time since the reboot command when that is more (at most 5 s). Once a
     read finds it down, the next read lets ssh try to connect once a second, up to 30 times (ssh's
     C(ConnectionAttempts), with the ssh connection plugin), so the host is read within about a second of its
-    sshd coming back, with one command of the controller's for up to 30 tries.
+    sshd coming back, with one command of the controller's for up to 30 tries. Through a jump host (a
+    ProxyCommand or ProxyJump) ssh does not try again; the host is then read at the growing interval while it is
+    down too.
   - Unlike M(ansible.builtin.reboot), it does not back off exponentially (1, 2, 4, 8, 12 s), so a host that is
     back after 12 s is noticed within about a second rather than after about 16 s, and a host that takes a
     minute costs the controller a few commands rather than 120; and it gathers no facts.
@@ -73,7 +75,7 @@ options:
     description:
       - Seconds between two reads of the boot id while the host answers, while a tenth of the time since the
         reboot command is less; more than V(0). Once the host is down, ssh waits for it a second between two
-        tries (other connection plugins read at this interval).
+        tries (other connection plugins, and ssh through a jump host, read on the same schedule).
     type: float
     default: 1.0
   connect_timeout:

@@ -16,7 +16,9 @@ but not with backoff: ansible.builtin.reboot backs off exponentially (1, 2, 4, 8
 notices a host that is back after 12 s only after about 16 s. While the host still answers it is
 polled at an interval that grows with the wait; once it is down, ssh itself waits for it (its
 ConnectionAttempts, a try a second), so the host is seen within about a second of its sshd coming
-back, with one command on the controller for up to 30 tries.
+back, with one command on the controller for up to 30 tries. Through a jump host ssh does not try
+again (a ProxyCommand's failure is not a failed connect): the host is then polled on the growing
+interval while it is down too.
 """
 
 from __future__ import annotations
@@ -194,10 +196,12 @@ def _result(before=None):
 
 def _next_poll(args, elapsed, polled, took):
     """Seconds before the next poll starts: poll_delay() after a poll the host answered (``polled``, or any poll
-    when ssh does not wait), else poll_interval when ssh did not wait (the poll took less), else none."""
-    if polled:
+    when ssh does not wait) and after one ssh did not wait in (it took less than poll_interval: a jump host's
+    ProxyCommand or ProxyJump fails at once, whatever ConnectionAttempts, as does a login the booting host
+    refuses), else none."""
+    if polled or took < args["poll_interval"]:
         return poll_delay(args["poll_interval"], elapsed)
-    return args["poll_interval"] if took < args["poll_interval"] else 0.0
+    return 0.0
 
 
 def reboot(action, args):
@@ -277,8 +281,9 @@ def wait(action, args, sent, first_sleep=True, until=None):
                     action._sleep(_next_poll(args, action._clock() - start, True, took))
                 first_sleep = True
             else:
-                # Down at the last poll: ssh waits for it (no sleep here, unless ssh did not wait: a refusal it
-                # does not try again, such as a login the booting host refuses).
+                # Down at the last poll: ssh waits for it (no sleep here, unless ssh did not wait: through a jump
+                # host, or a refusal it does not try again, such as a login the booting host refuses; each poll
+                # then a new connection, on the schedule of an answered one).
                 if took < args["poll_interval"]:
                     action._sleep(_next_poll(args, action._clock() - start, False, took))
                 if tries > 1:

@@ -154,7 +154,43 @@ def test_ssh_tries_as_often_as_the_time_left_allows(elapsed, per_try, bound, tri
     assert _reboot.wait_attempts(args, elapsed, per_try) == tries
 
 
-def test_a_refusal_ssh_does_not_try_again_is_polled_at_the_interval():
+class _JumpHost(Host):
+    """A host reached through a jump host: a ProxyCommand that fails ends ssh at once, whatever ConnectionAttempts."""
+
+    def __init__(self, polls):
+        super().__init__(polls)
+        self.asked = []              # per poll after the reboot command: the ConnectionAttempts asked for, or none
+
+    def execute(self, cmd, sudoable=True):
+        extra = self.options.get("ssh_extra_args") or ""
+        if self.commands:
+            match = re.search(r"-o ConnectionAttempts=(\d+)", extra)
+            self.asked.append(int(match.group(1)) if match else None)
+        self.options["ssh_extra_args"] = re.sub(r" ?-o ConnectionAttempts=\d+", "", extra)
+        try:
+            return super().execute(cmd, sudoable)
+        finally:
+            self.options["ssh_extra_args"] = extra
+
+
+def test_a_host_behind_a_jump_host_is_polled_on_the_growing_interval_while_down():
+    # Down for 60 s: at the interval of 0.5 s, 120 connections through the jump host; a tenth of the wait each.
+    host = _JumpHost([None] * 1000)
+    host.polls = _Down(host, 60.0)
+    result = run(host, reboot_timeout=600, poll_interval=0.5)
+    assert result["rebooted"] is True and result["boot_id"] == "new-id"
+    # Asked to try 30 times, ssh tried once; a poll every 0.5 s first, every 5 s at the end: 37 in all.
+    assert host.asked[:3] == [None, None, 30] and set(host.tries) == {1}, (host.asked, host.tries)
+    assert len(host.tries) == 37, host.tries
+    # Seen within a tenth of the time it took (no poll more than 5 s after the last).
+    assert 60.0 <= result["elapsed"] <= 66.0, result["elapsed"]
+    waited = 0.0
+    for seconds in host.sleeps:
+        assert seconds == pytest.approx(max(0.5, min(5.0, waited / 10))), host.sleeps
+        waited += seconds
+
+
+def test_a_refusal_ssh_does_not_try_again_is_polled_on_the_growing_interval():
     # A booting host whose login fails at once, whatever the tries: no poll without a wait before it.
     host = Host([None] * 1000)
     host.execute_base = host.execute
