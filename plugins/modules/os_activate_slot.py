@@ -230,7 +230,7 @@ options:
       poll_interval:
         description: Seconds between two reads of the boot id while the host answers, or a tenth of the time
           waited when that is more (once it is down, ssh tries to connect once a second, up to 30 times a read;
-          through a jump host it does not, and the reads go on at that interval).
+          through a jump host it does not, and the reads go on at that interval, at most 2 s apart).
         type: float
         default: 1.0
       connect_timeout:

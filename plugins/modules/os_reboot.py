@@ -21,7 +21,7 @@ description:
     C(ConnectionAttempts), with the ssh connection plugin), so the host is read within about a second of its
     sshd coming back, with one command of the controller's for up to 30 tries. Through a jump host (a
     ProxyCommand or ProxyJump) ssh does not try again; the host is then read at the growing interval while it is
-    down too.
+    down too, at most 2 s apart.
   - Unlike M(ansible.builtin.reboot), it does not back off exponentially (1, 2, 4, 8, 12 s), so a host that is
     back after 12 s is noticed within about a second rather than after about 16 s, and a host that takes a
     minute costs the controller a few commands rather than 120; and it gathers no facts.

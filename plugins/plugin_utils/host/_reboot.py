@@ -18,7 +18,7 @@ polled at an interval that grows with the wait; once it is down, ssh itself wait
 ConnectionAttempts, a try a second), so the host is seen within about a second of its sshd coming
 back, with one command on the controller for up to 30 tries. Through a jump host ssh does not try
 again (a ProxyCommand's failure is not a failed connect): the host is then polled on the growing
-interval while it is down too.
+interval while it is down too, at most 2 s apart.
 """
 
 from __future__ import annotations
@@ -147,9 +147,16 @@ POLL_SHARE = 0.1
 POLL_MAX = 5.0
 
 
-def poll_delay(poll_interval, elapsed):
+# After a poll ssh did not wait in, the same share, but at most UNWAITED_MAX seconds: through a jump host (a
+# ProxyCommand or ProxyJump) ssh does not try again on a host that is down, whatever ConnectionAttempts, and a host
+# that is booting may refuse a login for a moment (pam_nologin); the one is not asked every poll_interval through a
+# whole boot, the other is asked again within 2 s.
+UNWAITED_MAX = 2.0
+
+
+def poll_delay(poll_interval, elapsed, most=POLL_MAX):
     """Seconds to wait before the next poll, ``elapsed`` seconds after the reboot command."""
-    return max(poll_interval, min(POLL_MAX, elapsed * POLL_SHARE))
+    return max(poll_interval, min(most, elapsed * POLL_SHARE))
 
 
 # A host that went down is waited for by ssh itself: the next poll lets ssh try to connect once a second
@@ -196,12 +203,11 @@ def _result(before=None):
 
 def _next_poll(args, elapsed, polled, took):
     """Seconds before the next poll starts: poll_delay() after a poll the host answered (``polled``, or any poll
-    when ssh does not wait) and after one ssh did not wait in (it took less than poll_interval: a jump host's
-    ProxyCommand or ProxyJump fails at once, whatever ConnectionAttempts, as does a login the booting host
-    refuses), else none."""
-    if polled or took < args["poll_interval"]:
+    when ssh does not wait), at most UNWAITED_MAX after one ssh did not wait in (it took less than poll_interval),
+    else none."""
+    if polled:
         return poll_delay(args["poll_interval"], elapsed)
-    return 0.0
+    return poll_delay(args["poll_interval"], elapsed, UNWAITED_MAX) if took < args["poll_interval"] else 0.0
 
 
 def reboot(action, args):
@@ -283,7 +289,7 @@ def wait(action, args, sent, first_sleep=True, until=None):
             else:
                 # Down at the last poll: ssh waits for it (no sleep here, unless ssh did not wait: through a jump
                 # host, or a refusal it does not try again, such as a login the booting host refuses; each poll
-                # then a new connection, on the schedule of an answered one).
+                # then a new connection, on the schedule of an answered one, at most UNWAITED_MAX apart).
                 if took < args["poll_interval"]:
                     action._sleep(_next_poll(args, action._clock() - start, False, took))
                 if tries > 1:

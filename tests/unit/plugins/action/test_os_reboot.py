@@ -179,14 +179,14 @@ def test_a_host_behind_a_jump_host_is_polled_on_the_growing_interval_while_down(
     host.polls = _Down(host, 60.0)
     result = run(host, reboot_timeout=600, poll_interval=0.5)
     assert result["rebooted"] is True and result["boot_id"] == "new-id"
-    # Asked to try 30 times, ssh tried once; a poll every 0.5 s first, every 5 s at the end: 37 in all.
+    # Asked to try 30 times, ssh tried once; a poll every 0.5 s first, every 2 s from 20 s on: 45 in all.
     assert host.asked[:3] == [None, None, 30] and set(host.tries) == {1}, (host.asked, host.tries)
-    assert len(host.tries) == 37, host.tries
-    # Seen within a tenth of the time it took (no poll more than 5 s after the last).
-    assert 60.0 <= result["elapsed"] <= 66.0, result["elapsed"]
+    assert len(host.tries) == 45, host.tries
+    # Seen within 2 s of its sshd.
+    assert 60.0 <= result["elapsed"] <= 62.0, result["elapsed"]
     waited = 0.0
     for seconds in host.sleeps:
-        assert seconds == pytest.approx(max(0.5, min(5.0, waited / 10))), host.sleeps
+        assert seconds == pytest.approx(max(0.5, min(2.0, waited / 10))), host.sleeps
         waited += seconds
 
 
@@ -204,6 +204,42 @@ def test_a_refusal_ssh_does_not_try_again_is_polled_on_the_growing_interval():
     result = run(host, reboot_timeout=10, poll_interval=1)
     assert result["failed"] is True
     assert len(host.sleeps) == len(host.commands) - 2 <= 11 and all(s >= 1 for s in host.sleeps)
+
+
+class _Booting(Host):
+    """Down until ``up`` seconds after the reboot command; then its sshd refuses logins (pam_nologin) for ``refusing``
+    seconds, at once and whatever ConnectionAttempts; then its new boot id."""
+
+    def __init__(self, up, refusing):
+        super().__init__([])
+        self.up, self.refusing = up, refusing
+        self.start = self.now        # the clock at the reboot command
+
+    def execute(self, cmd, sudoable=True):
+        if len(self.commands) < 2:
+            return super().execute(cmd, sudoable)
+        self.commands.append(cmd)
+        match = re.search(r"-o ConnectionAttempts=(\d+)", self.options.get("ssh_extra_args") or "")
+        tries = int(match.group(1)) if match else 1
+        self.tries.append(tries)
+        while True:
+            since = self.now - self.start
+            if since >= self.up + self.refusing:
+                return {"rc": 0, "stdout": "new-id\n", "stderr": ""}
+            if since >= self.up:
+                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: System is booting up.")
+            tries -= 1
+            if tries < 1:
+                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
+            self.now += 1.0
+
+
+@pytest.mark.parametrize("up", [5.0, 30.0, 60.0])
+def test_a_login_refused_while_the_host_boots_is_asked_again_within_two_seconds(up):
+    host = _Booting(up, refusing=0.5)
+    result = run(host, reboot_timeout=600, poll_interval=0.5)
+    assert result["rebooted"] is True
+    assert up + 0.5 <= result["elapsed"] <= up + 0.5 + 2.0, (result["elapsed"], host.sleeps)
 
 
 class _Down(list):
