@@ -190,7 +190,7 @@ def test_a_host_behind_a_jump_host_is_polled_on_the_growing_interval_while_down(
         waited += seconds
 
 
-def test_a_refusal_ssh_does_not_try_again_is_polled_on_the_growing_interval():
+def test_a_refusal_ssh_does_not_try_again_is_not_polled_again_without_a_wait():
     # A booting host whose login fails at once, whatever the tries: no poll without a wait before it.
     host = Host([None] * 1000)
     host.execute_base = host.execute
@@ -206,37 +206,10 @@ def test_a_refusal_ssh_does_not_try_again_is_polled_on_the_growing_interval():
     assert len(host.sleeps) == len(host.commands) - 2 <= 11 and all(s >= 1 for s in host.sleeps)
 
 
-class _Booting(Host):
-    """Down until ``up`` seconds after the reboot command; then its sshd refuses logins (pam_nologin) for ``refusing``
-    seconds, at once and whatever ConnectionAttempts; then its new boot id."""
-
-    def __init__(self, up, refusing):
-        super().__init__([])
-        self.up, self.refusing = up, refusing
-        self.start = self.now        # the clock at the reboot command
-
-    def execute(self, cmd, sudoable=True):
-        if len(self.commands) < 2:
-            return super().execute(cmd, sudoable)
-        self.commands.append(cmd)
-        match = re.search(r"-o ConnectionAttempts=(\d+)", self.options.get("ssh_extra_args") or "")
-        tries = int(match.group(1)) if match else 1
-        self.tries.append(tries)
-        while True:
-            since = self.now - self.start
-            if since >= self.up + self.refusing:
-                return {"rc": 0, "stdout": "new-id\n", "stderr": ""}
-            if since >= self.up:
-                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: System is booting up.")
-            tries -= 1
-            if tries < 1:
-                raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused")
-            self.now += 1.0
-
-
 @pytest.mark.parametrize("up", [5.0, 30.0, 60.0])
 def test_a_login_refused_while_the_host_boots_is_asked_again_within_two_seconds(up):
-    host = _Booting(up, refusing=0.5)
+    host = Host([])
+    host.polls = _Refusing(host, up, refusing=0.5)
     result = run(host, reboot_timeout=600, poll_interval=0.5)
     assert result["rebooted"] is True
     assert up + 0.5 <= result["elapsed"] <= up + 0.5 + 2.0, (result["elapsed"], host.sleeps)
@@ -251,6 +224,20 @@ class _Down(list):
 
     def pop(self, index=-1):
         return None if self.host.now - self.start < self.until else "new-id"
+
+
+class _Refusing(_Down):
+    """As _Down, but once up the host's sshd refuses logins (pam_nologin) for ``refusing`` seconds: at once, whatever
+    ConnectionAttempts."""
+
+    def __init__(self, host, until, refusing):
+        super().__init__(host, until)
+        self.refusing = refusing
+
+    def pop(self, index=-1):
+        if 0 <= self.host.now - self.start - self.until < self.refusing:
+            raise AnsibleConnectionFailure("Failed to connect to the host via ssh: System is booting up.")
+        return super().pop(index)
 
 
 def test_never_went_down_says_so():
