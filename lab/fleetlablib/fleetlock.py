@@ -163,15 +163,28 @@ def make_handler(semaphores, on_change):
     return Handler
 
 
+def saver(semaphores, path):
+    """Return the server's save: the holders written to path, one save at a time.
+
+    Each save writes the holders as they are when it writes, so that a request's save never puts an
+    older snapshot back over a later request's.
+    """
+    saving = threading.Lock()
+
+    def save():
+        with saving:
+            write_json(path, semaphores.snapshot())
+
+    return save
+
+
 def serve():
     """`fleetlab _fleetlock`: run the server in the lab namespace (entered by the caller)."""
     cfg = read_json(fl_dir() / "config.json", {})
     saved = read_json(fl_dir() / "holders.json", {})
     semaphores = Semaphores(cfg.get("default_slots", 1), cfg.get("slots"), saved.get("holders"))
 
-    def save():
-        write_json(fl_dir() / "holders.json", semaphores.snapshot())
-
+    save = saver(semaphores, fl_dir() / "holders.json")
     server = ThreadingHTTPServer((BRIDGE_IP, PORT), make_handler(semaphores, save))
     signal.signal(signal.SIGTERM, lambda *a: threading.Thread(target=server.shutdown).start())
     server.serve_forever()

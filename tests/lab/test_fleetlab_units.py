@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,45 @@ def test_fleetlock_semaphore_is_owned_recursive_and_counting():
     with pytest.raises(fleetlock.FleetLockError):
         sem.acquire("infra", "y")
     assert sem.snapshot()["holders"] == {"workers": ["b", "c"], "infra": ["x"]}
+
+
+def test_fleetlock_saves_from_many_threads_leave_a_whole_file_of_the_last_holders(tmp_path):
+    # The server saves after each request, from the request's thread: two saves at once once left
+    # one file with the end of another's text after it (a temporary file shared by both writers).
+    path = tmp_path / "holders.json"
+    sem = fleetlock.Semaphores(default_slots=1000)
+    save = fleetlock.saver(sem, path)
+    torn = []
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            try:
+                common.read_json(path, {})
+            except ValueError as exc:
+                torn.append(str(exc))
+
+    def client(group):
+        for n in range(60):
+            sem.acquire(group, "%s-%03d" % (group, n))
+            save()
+            if n % 2:
+                sem.release(group, "%s-%03d" % (group, n))
+                save()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    clients = [threading.Thread(target=client, args=("g%d" % i,)) for i in range(6)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join()
+    stop.set()
+    reader.join()
+    assert torn == []
+    assert common.read_json(path) == sem.snapshot()
+    assert len(sem.snapshot()["holders"]["g0"]) == 30
+    assert [p.name for p in tmp_path.iterdir()] == ["holders.json"]
 
 
 @pytest.mark.parametrize("headers,body,kind", [
