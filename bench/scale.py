@@ -12,7 +12,9 @@ each pool, boots drawn from --boot-spread, stages at --rate), all hosts on v1, t
 2. its no-op rerun;
 3. playbooks/plan.yml (v2), 4. playbooks/status.yml;
 5. playbooks/rollback.yml (fleetos_rollback_from v2): every host back on v1;
-6. with --naive, bench/naive-rollout.yml (serial: 3, rpm-ostree rebase + reboot) v1 -> v2' (its own layer).
+6. bench/one-task.yml, the yardstick: one ansible.builtin.command per host (rpm-ostree status) and nothing else,
+   what ansible-core itself costs per task execution at this size;
+7. with --naive, bench/naive-rollout.yml (serial: 3, rpm-ostree rebase + reboot) v1 -> v2' (its own layer).
 
 For each run: wall seconds; for the rollout, against the pooled floor (bench/_floor.py: the slowest stage in
 the report plus, per pool, the best schedule of its hosts' journal reboot -> boot spans on the pool's slots);
@@ -57,7 +59,8 @@ from rollout import max_concurrent as max_down, reboot_spans  # noqa: E402  (the
 PLAN = REPO / "playbooks" / "plan.yml"
 STATUS = REPO / "playbooks" / "status.yml"
 NAIVE = REPO / "bench" / "naive-rollout.yml"
-STEPS = ("rollout", "rerun", "plan", "status", "rollback", "naive")
+ONE_TASK = REPO / "bench" / "one-task.yml"
+STEPS = ("rollout", "rerun", "plan", "status", "rollback", "onetask", "naive")
 
 
 def budget_of(value, size):
@@ -227,6 +230,9 @@ class Size:
             fig["reboots"] = len(spans)
             self.verify_booted(v1["digest"], "after the rollback")
             out["rollback"] = fig
+        if "onetask" in steps:
+            fig, _ = self.playbook("onetask", ONE_TASK)
+            out["onetask"] = fig
         if "naive" in steps:
             fig, ev = self.playbook("naive", NAIVE, "-e",
                                     "bench_naive_ref=ostree-unverified-registry:%s@%s" % (simfleet.IMAGE_NAME,
@@ -296,7 +302,7 @@ def main():
     parser.add_argument("--control-persist", type=int, default=0, metavar="SECONDS",
                         help="the ssh masters' ControlPersist (default: Ansible's, 60 s)")
     parser.add_argument("--naive", action="store_true", help="also bench/naive-rollout.yml after the rollback")
-    parser.add_argument("--only", default=",".join(STEPS[:5]),
+    parser.add_argument("--only", default=",".join(s for s in STEPS if s != "naive"),
                         help="the steps, in their order: %s (default all but naive)" % ",".join(STEPS))
     parser.add_argument("--state", default="/tmp/simfleet-scale", help="the fleets' state (one directory per size)")
     args = parser.parse_args()
