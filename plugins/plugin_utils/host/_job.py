@@ -64,7 +64,8 @@ MIN_LOOK = 0.05
 # $1 the job's directory; $2 the auth file to put in place ('' for none), $3 where the tool reads it, $4 where
 # what was there is kept meanwhile; $5 what the tool prints when another process holds it ('' never to retry),
 # $6 how many times to retry then, $7 the seconds between two runs; $8 the seconds the command may run, its
-# retries included, from the job's start (0: no bound); the rest is the command. Its output goes to output; then
+# retries included, from the job's start (0: no bound; the first run has all of it, as date's whole seconds could
+# leave it none); the rest is the command. Its output goes to output; then
 # the exit status, the step that gave it (place, run, or timeout: coreutils timeout ended the command past the
 # bound, TERM then KILL KILL_AFTER seconds later) and the number of runs go to rc, renamed into place: the job is
 # the only writer of its private directory, so this is no compare-and-swap for the one writer (_host.REPLACE_SCRIPT).
@@ -98,7 +99,8 @@ started=$(date +%%s)
 while :; do
   attempt=$((attempt + 1))
   if [ "$bound" -gt 0 ]; then
-    left=$((started + bound - $(date +%%s)))
+    left=$bound
+    [ "$attempt" -eq 1 ] || left=$((started + bound - $(date +%%s)))
     [ "$left" -gt 0 ] || end 124 timeout
     timeout -k %(kill_after)d "$left" "$@" > "$job/output" 2>&1
     st=$?

@@ -301,15 +301,33 @@ def test_a_job_past_its_bound_ends_its_command_on_the_host_and_the_finish_says_s
     after its bound, with no task waiting; the finish reads that, and the auth file is back."""
     params = fleet.params()
     began = time.time()
-    job = fleet.start(params, bound=1)["job"]
+    job = fleet.start(params, bound=2)["job"]
     fleet.wait_for("auth-seen")
     with pytest.raises(CommandError) as caught:
         fleet.finish(job, params, timeout=30)
-    assert caught.value.msg.startswith("The stage did not finish within 1 s: the job ended its command on the host (")
+    assert caught.value.msg.startswith("The stage did not finish within 2 s: the job ended its command on the host (")
     assert caught.value.details["rc"] == 124 and caught.value.details["timed_out"] is True
     assert caught.value.details["job"] == job
     assert time.time() - began < 25
     assert not fleet.run_auth.exists() and _listing(fleet.jobs) == []
+
+
+def test_the_first_run_of_a_bounded_job_has_its_whole_bound_when_the_clock_turns_a_second_before_it(fleet):
+    """date +%s counts whole seconds: a job started at the end of a second read its bound of 1 s as used up, and
+    ended with no run of its command. Here every date +%s is a second later than the one before."""
+    clock = fleet.dir.parent / "bin" / "date"
+    clock.write_text('#!/bin/sh\n'
+                     'if [ "$*" = +%%s ]; then\n'
+                     '  n=$(cat %(count)s 2>/dev/null || echo 0); echo $((n + 1)) > %(count)s; echo $((1000 + n))\n'
+                     'else exec /bin/date "$@"; fi\n' % {"count": fleet.dir / "seconds"})
+    clock.chmod(0o755)
+    params = fleet.params()
+    job = fleet.start(params, bound=1)["job"]
+    fleet.go()
+    assert fleet.wait_for("auth-seen") == SECRET
+    finished = fleet.finish(job, params)
+    assert finished["changed"] is True and finished["after"]["checksum"] == "c1"
+    assert (fleet.dir / "runs").read_text() == "1\n"
 
 
 def test_a_stopped_job_puts_the_auth_file_back_and_says_so(fleet):
