@@ -26,6 +26,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 from fleetlablib.inventory import read_hosts  # noqa: E402  (the lab's inventory reader)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _timeline  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 FLEETLAB = REPO / "lab" / "fleetlab"
 STATE = Path(os.environ.get("FLEETLAB_STATE", str(REPO / ".lab"))).resolve()
@@ -376,7 +379,7 @@ def run_sampled(argv, timeout, interval=RSS_INTERVAL, **popen_args):
     return subprocess.CompletedProcess(argv, popen.returncode, stdout), sampler
 
 
-def run_playbook(argv, log_path, what, quiet_localhost=False):
+def run_playbook(argv, log_path, what, quiet_localhost=False, timeline=None):
     """Run ansible-playbook argv (from the machine's own namespace, which reaches the lab registry through
     the lab's link) -> the process, with .wall (seconds),
     .cpu (controller user+sys seconds: .cpu_ansible, resource.getrusage(RUSAGE_CHILDREN) around the
@@ -385,13 +388,17 @@ def run_playbook(argv, log_path, what, quiet_localhost=False):
     RSS of ansible-playbook and all its descendants: forks, ssh clients), .peak_rss_with_masters_kib
     (that tree plus the ssh masters we adopted, at the same instants; the tree alone without
     .subreaper), .peak_pss_kib and .peak_pss_with_masters_kib (the same as PSS: the memory the tree takes,
-    shared pages counted once), .rss_samples (one each RSS_INTERVAL, see RssSampler) and .recap ({host: counts});
-    the output goes to log_path; BenchError naming `what` when it fails."""
+    shared pages counted once), .rss_samples (one each RSS_INTERVAL, see RssSampler), .recap ({host: counts}) and
+    .timeline: with timeline (a path), the run writes its timeline there (bench/_timeline.py) and .timeline is its
+    summary, else None; the output goes to log_path; BenchError naming `what` when it fails."""
     subreaper = _subreaper(True)
     cpu0, ssh0 = controller_cpu()
     began = time.monotonic()
     try:
-        proc, rss = run_sampled(argv, 3600, env=ansible_env(quiet_localhost), cwd=str(REPO))
+        env = ansible_env(quiet_localhost)
+        if timeline is not None:
+            env = _timeline.environ(timeline, env)
+        proc, rss = run_sampled(argv, 3600, env=env, cwd=str(REPO))
     finally:
         _subreaper(False)
     proc.wall = time.monotonic() - began
@@ -408,6 +415,7 @@ def run_playbook(argv, log_path, what, quiet_localhost=False):
                   for m in (RECAP.match(line) for line in proc.stdout.splitlines()) if m}
     if proc.returncode != 0:
         raise BenchError("%s failed (rc=%d); log: %s\n%s" % (what, proc.returncode, log_path, proc.stdout[-3000:]))
+    proc.timeline = _timeline.summarise(_timeline.read(timeline)) if timeline is not None else None
     return proc
 
 

@@ -40,7 +40,7 @@ FLEETLAB_INVENTORY/hosts.yml (default inventories/lab, as for lab/fleetlab).
 
   .venv/bin/python bench/rollout.py [--count 12 | --nodes node12,...,node23] [--budget 3]
       [--pools 2] [--boot-delay 10 | --boot-spread 5-30 [--seed 15]] [--rate 80mbit] [--size-mb 50] [--forks N]
-      [--strategy fleetos.layering.slots | free]
+      [--strategy fleetos.layering.slots | free] [--timeline]
   .venv/bin/python bench/rollout.py --soft-reboot auto [--count 12] [--budget 3] [--boot-delay 23] [--size-mb 50]
       (soft reboots against full ones on bootc nodes: bench/soft_reboot.py)
 """
@@ -59,6 +59,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _timeline  # noqa: E402
 import soft_reboot  # noqa: E402
 from _floor import parse_spread, pooled_floor, slot_records_from_hosts, slot_reuse, spread_delays  # noqa: E402
 from _lab import (  # noqa: E402  (what the lab benches share)
@@ -207,8 +208,12 @@ class Bench:
                 "--forks", str(self.forks)] + list(extra)
         if book in (ROLLOUT, ROLLBACK) and self.args.strategy != "fleetos.layering.slots":
             argv += ["-e", "fleetos_rollout_strategy=%s" % self.args.strategy]
-        proc = run_playbook(argv, self.run_dir / log_name, book.name)
+        timeline = self.run_dir / (log_name + ".timeline.jsonl") if self.args.timeline else None
+        proc = run_playbook(argv, self.run_dir / log_name, book.name, timeline=timeline)
         log("%s: %.1f s, %s" % (log_name, proc.wall, fmt_rss(rss(proc))))
+        if proc.timeline is not None:
+            for line in _timeline.table(proc.timeline, len(self.nodes)):
+                log("  " + line)
         return proc
 
     # -- lab settings
@@ -571,6 +576,9 @@ def main():
     parser.add_argument("--strategy", choices=("fleetos.layering.slots", "free"), default="fleetos.layering.slots",
                         help="the rollout's and rollback's activation strategy, fleetos_rollout_strategy "
                              "(fleetos.layering.slots; free: ansible-core's, which needs a fork for each node)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="print where each run's time and controller CPU went, play by play; the timeline "
+                             "itself in <log>.timeline.jsonl (bench/_timeline.py)")
     parser.add_argument("--soft-reboot", choices=("auto",), default=None,
                         help="instead: soft reboots against full ones on bootc nodes of the bench's own "
                              "(bench/soft_reboot.py)")

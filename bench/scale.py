@@ -30,12 +30,16 @@ largest (`cpu_per_host_250`, `cpu_per_host_1000` by default):
 
     scale: hosts N rollout/pooled R cpu_per_host_<small> A cpu_per_host_<N> B peak_mib M rerun_s S
 
+With --timeline, each run also writes where its time and controller CPU went, play by play, with its longest
+tasks and its task executions (bench/_timeline.py), to <step>.timeline.jsonl, prints it, and adds its summary to
+the run's figures.
+
 Needs root (the fleet's namespaces). Writes bench/results/scale-<timestamp>.json and the logs and reports in
 bench/results/scale-<timestamp>/; not a pass/fail test (exit 1 when a playbook failed or a check did not hold).
 
   .venv/bin/python bench/scale.py [--hosts 250,1000] [--forks 50] [--boot-spread 40-90] [--seed 15]
       [--rate 80mbit] [--size-mb 50] [--pools 10] [--budget 10%] [--control-persist SECONDS] [--naive]
-      [--only rollout,rerun,...]
+      [--only rollout,rerun,...] [--timeline]
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from _floor import parse_spread, pooled_floor  # noqa: E402
 from _lab import (  # noqa: E402
     REPO, RESULTS, ROLLBACK, ROLLOUT, RSS_INTERVAL, VENV_BIN, BenchError, _reap_adopted, log, parents, run_playbook)
 from rollout import max_concurrent as max_down, reboot_spans  # noqa: E402  (the journal's spans, as rollout.py reads them)
+import _timeline  # noqa: E402
 
 PLAN = REPO / "playbooks" / "plan.yml"
 STATUS = REPO / "playbooks" / "status.yml"
@@ -109,7 +114,9 @@ class Size:
                 "--forks", str(self.args.forks)] + list(extra)
         hosts0 = simfleet.hosts_cpu(self.fleet)
         offset = self.fleet.journal.stat().st_size
-        proc = run_playbook(argv, self.dir / ("%s.log" % name), "%s (%d hosts)" % (book.name, self.n))
+        timeline = self.dir / ("%s.timeline.jsonl" % name) if self.args.timeline else None
+        proc = run_playbook(argv, self.dir / ("%s.log" % name), "%s (%d hosts)" % (book.name, self.n),
+                            timeline=timeline)
         hosts_cpu = simfleet.hosts_cpu(self.fleet) - hosts0
         fig = {"wall_s": round(proc.wall, 2), "cpu_s": round(proc.cpu, 2), "cpu_ansible_s": round(proc.cpu_ansible, 2),
                "cpu_ssh_masters_s": round(proc.cpu_ssh, 2), "ssh_masters_counted": proc.subreaper,
@@ -125,6 +132,10 @@ class Size:
         log("%d hosts, %s: %.1f s, controller CPU %.1f s (%.3f s per host), peak %.0f MiB with ssh masters, "
             "hosts' CPU %.1f s" % (self.n, name, proc.wall, proc.cpu, proc.cpu / self.n,
                                    fig["peak_rss_with_ssh_masters_mib"], hosts_cpu))
+        if proc.timeline is not None:
+            fig["timeline"] = proc.timeline
+            for line in _timeline.table(proc.timeline, self.n):
+                log("  " + line)
         return fig, simfleet.events(self.fleet, offset)
 
     def check(self, ok, what):
@@ -302,6 +313,8 @@ def main():
     parser.add_argument("--control-persist", type=int, default=0, metavar="SECONDS",
                         help="the ssh masters' ControlPersist (default: Ansible's, 60 s)")
     parser.add_argument("--naive", action="store_true", help="also bench/naive-rollout.yml after the rollback")
+    parser.add_argument("--timeline", action="store_true",
+                        help="each run's timeline: where its time and CPU went, play by play (bench/_timeline.py)")
     parser.add_argument("--only", default=",".join(s for s in STEPS if s != "naive"),
                         help="the steps, in their order: %s (default all but naive)" % ",".join(STEPS))
     parser.add_argument("--state", default="/tmp/simfleet-scale", help="the fleets' state (one directory per size)")
