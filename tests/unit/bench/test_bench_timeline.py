@@ -59,7 +59,8 @@ def test_a_real_run_counts_each_task_execution_in_its_play_and_its_spans_follow_
     timeline = tmp_path / "timeline.jsonl"
     env = _timeline.environ(timeline, {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_CALLBACK")})
     proc = subprocess.run([str(playbook), "-i", str(tmp_path / "hosts"), str(tmp_path / "play.yml")], env=env,
-                          cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+                          cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                          check=False)
     assert proc.returncode == 0, proc.stdout
     summary = _timeline.summarise(_timeline.read(timeline))
     first, second = summary["plays"]
