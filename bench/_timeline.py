@@ -76,19 +76,19 @@ def summarise(events, top=10):
             "skipped": sum(t["skipped"] for t in tasks)}
 
 
+def _row(span, label):
+    return "%8.1f %8.1f %9.1f %11.1f %9d %8d  %s" % (
+        span["start_s"], span["wall_s"], span["main_cpu_s"], span["workers_cpu_s"], span["executed"], span["skipped"],
+        label)
+
+
 def table(summary, hosts=None):
     """The summary as lines to print: the plays, then the longest tasks; per host too with hosts."""
     heading = ("start s", "wall s", "main CPU", "workers CPU", "executed", "skipped", "play")
     lines = ["%8s %8s %9s %11s %9s %8s  %s" % heading]
-    for play in summary["plays"]:
-        lines.append("%8.1f %8.1f %9.1f %11.1f %9d %8d  %s" % (
-            play["start_s"], play["wall_s"], play["main_cpu_s"], play["workers_cpu_s"], play["executed"],
-            play["skipped"], play["name"]))
+    lines.extend(_row(play, play["name"]) for play in summary["plays"])
     lines.append("longest tasks:")
-    for task in summary["tasks"]:
-        lines.append("%8.1f %8.1f %9.1f %11.1f %9d %8d  %s%s" % (
-            task["start_s"], task["wall_s"], task["main_cpu_s"], task["workers_cpu_s"], task["executed"],
-            task["skipped"], task["name"], " (run once)" if task["run_once"] else ""))
+    lines.extend(_row(task, task["name"] + (" (run once)" if task["run_once"] else "")) for task in summary["tasks"])
     total = "task executions: %d, skipped: %d" % (summary["executed"], summary["skipped"])
     if hosts:
         total += " (%.2f and %.2f per host of %d)" % (summary["executed"] / hosts, summary["skipped"] / hosts, hosts)
