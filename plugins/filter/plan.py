@@ -190,6 +190,19 @@ def rollout_hosts(plans, hostvars, hosts, activate=True):
                                         activate=boolean(activate, strict=False))
 
 
+def rollback_hosts(hosts, hostvars, owner, break_lease=None, rollback_from=None):
+    """Filter: every host's decisions of rollback.yml from what the run has read so far, once for the play (see
+    rollback_hosts.yml)."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("rollback_hosts needs a list of host names, such as ansible_play_hosts")
+    rollback_from = none_if_empty(rollback_from)
+    try:
+        return _rollout_hosts.rollback_hosts(hostvars, hosts, _fleet.plain(owner), break_lease=none_if_empty(break_lease),
+                                             rollback_from=None if rollback_from is None else str(rollback_from))
+    except FleetosError as exc:
+        raise AnsibleFilterError(exc.msg) from None
+
+
 class FilterModule:
     """Planning a rollout, host by host."""
 
@@ -207,4 +220,5 @@ class FilterModule:
             "rollout_plan_hosts": rollout_plan_hosts,
             "rollout_lease_takeovers": rollout_lease_takeovers,
             "rollout_hosts": rollout_hosts,
+            "rollback_hosts": rollback_hosts,
         }

@@ -300,6 +300,47 @@ def test_a_lease_held_elsewhere_is_refused_until_broken(lab, fleet, tmp_path):
     assert f.booted("node05") == lab.base_digest and not f.staged("node05")
 
 
+def test_a_rollback_cancels_staged_deployments_and_takes_over_the_lease_of_a_rollout_that_is_gone(lab, fleet, tmp_path):
+    """Two hosts on the rolled-out image, each with the base image staged again (a stage-only run); one of them
+    leased by a rollout of another controller whose lease expired. rollback.yml with fleetos_rollout_break_lease
+    takes that lease over, cancels both staged deployments (the controller decides which hosts, once) and rolls
+    both back: booted on the base image, nothing staged, each lease this rollback's and released."""
+    f = _fleet(lab, tmp_path, pools={"blue": ["node05", "node06"]}, budgets={"blue": 2})
+    base = "%s/fleetos/lab-os@%s" % (lab.registry, lab.base_digest)
+    try:
+        rolled = Controller(f, "rollout", "-e", "fleetos_rollout_image=%s" % _pinned(fleet))
+        assert rolled.wait() == 0, rolled.stdout[-4000:]
+        staged = Controller(f, "staged", "-e", "fleetos_rollout_image=%s" % base,
+                            "-e", "fleetos_rollout_activate=false")
+        assert staged.wait() == 0, staged.stdout[-4000:]
+        for node in ("node05", "node06"):
+            assert f.booted(node) == fleet["digest"] and f.staged(node), node
+        stale = {"version": 1, "rollout": "20260101T000000Z-gone02", "started_at": 1.0, "acquired_at": 1.0,
+                 "renewed_at": 1.0, "ttl": 60, "phase": "staging", "target_digest": None, "released": False,
+                 "owner": {"controller": "another-controller", "user": "ops", "pid": 1, "start": "1"}}
+        lab.exec("node06", "printf '%%s' '%s' > %s" % (json.dumps(stale), LEASE))
+        back_dir = tmp_path / "rollback"
+        back = subprocess.run(
+            [str(VENV_BIN / "ansible-playbook"), "-i", str(f.inventory), str(ROLLBACK), "--forks", "20",
+             "-e", "fleetos_rollback_from=%s" % fleet["digest"], "-e", "fleetos_rollout_break_lease=true",
+             "-e", "fleetos_report_dir=%s" % back_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=str(REPO), timeout=600)
+        assert back.returncode == 0, back.stdout[-4000:]
+        report = json.loads((back_dir / "rollback-report.json").read_text())
+        assert {row["host"]: row["status"] for row in report["hosts"]} == {"node05": "activated", "node06": "activated"}
+        # The cancel ran on the two staged hosts only, in a play of their own.
+        cancelled = re.search(r"TASK \[Cancel the staged deployment\][^\n]*\n+((?:changed: \[\w+\]\n)+)", back.stdout)
+        assert cancelled and sorted(cancelled.group(1).split()) == ["[node05]", "[node06]", "changed:", "changed:"], \
+            back.stdout[-4000:]
+        for node in ("node05", "node06"):
+            assert f.booted(node) == lab.base_digest and not f.staged(node), node
+            lease = _lease(lab, node)
+            assert lease["rollout"] != stale["rollout"] and lease["released"], (node, lease)
+        assert _lease(lab, "node05")["rollout"] == _lease(lab, "node06")["rollout"]
+    finally:
+        _restore(f, fleet)
+
+
 def test_registry_down_with_a_tag_every_host_plan_failed(lab, fleet, tmp_path):
     f = _fleet(lab, tmp_path)
     mark = len(lab.journal())

@@ -6,7 +6,8 @@
 
 """What rollout.yml decides for every host between the plan's contact and the stage, once for the play on the
 controller: each host's plan (its read, with its lease folded in), the takeovers of leases of rollouts that are
-gone, the book of slots' description of each host, and which hosts the short plays that follow act on.
+gone, the book of slots' description of each host, and which hosts the short plays that follow act on. The same
+for rollback.yml (:func:`rollback_hosts`).
 
 A task per host for each of these decisions would cost every host a worker fork and a result round trip of the
 controller's; here they cost a lookup of each host's variables, once."""
@@ -14,7 +15,12 @@ controller's; here they cost a lookup of each host's variables, once."""
 from __future__ import annotations
 
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._fleet import host_values, plain
-from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import host_plan, images_to_inspect
+from ansible_collections.fleetos.layering.plugins.plugin_utils.host._backends import backend
+from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._plan import (
+    host_plan,
+    images_to_inspect,
+    rollback_host_plan,
+)
 from ansible_collections.fleetos.layering.plugins.plugin_utils.rollout._resume import lease_plan, refusals, takeover
 
 # What the book of slots reads of each host: (key, inventory variable, default), as the role
@@ -186,3 +192,78 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
     for name in ("stage", "active"):
         lists[name] = pools_in_turn(lists[name], pools.get)
     return dict(lists, hosts=entries, refused=refused, book=first + rest, described=described)
+
+
+# Every variable rollback_hosts reads of a host: its lease read, its takeover, its cancel and the read after it.
+ROLLBACK_NAMES = ("__fleetos_rollback_lease", "__fleetos_rollout_lease_taken", "__fleetos_rollback_cancelled",
+                  "__fleetos_rollback_status") + tuple(variable for _key, variable, _default in BOOK_INPUTS[:2])
+
+
+def _done(result):
+    """Whether a registered result is there and was not skipped."""
+    return isinstance(result, dict) and not result.get("skipped")
+
+
+def _rollback_reads(values):
+    """The host's lease result (the takeover's when there was one) and its deployments as last read, or None."""
+    taken, read = values.get("__fleetos_rollout_lease_taken"), values.get("__fleetos_rollback_lease")
+    result = taken if _done(taken) else read if isinstance(read, dict) else {"skipped": True}
+    status = values.get("__fleetos_rollback_status")
+    if _done(status) and not status.get("failed") and isinstance(status.get("booted"), dict):
+        return result, status
+    deployments = result.get("deployments")
+    return result, deployments if isinstance(deployments, dict) else None
+
+
+def rollback_hosts(hostvars, hosts, owner, break_lease=None, rollback_from=None, now=None):
+    """Every host's decisions of rollback.yml, from what the run has read so far: -> ``{"takeovers", "cancel",
+    "hosts", "book", "described", "release"}``.
+
+    The playbook asks after each step that reads hosts: the lease and the deployments read under it
+    (``__fleetos_rollback_lease``), the takeover of the lease of a rollout that is gone
+    (``__fleetos_rollout_lease_taken``), the cancel of a staged deployment (``__fleetos_rollback_cancelled``) and the
+    read after it (``__fleetos_rollback_status``). Each answer holds for what was read by then:
+
+    - ``takeovers``: ``{host: rollout}``, the hosts whose lease a rollout that is gone holds (``_resume.takeover``),
+      not taken over yet;
+    - ``cancel``: ``{host: {"command", "backend"}}``, the hosts whose staged deployment is cancelled before the plan, not cancelled
+      yet: the lease taken, no host of the run held by another rollout, and a backend with a cancel command (bootc
+      has none: it discards the staged deployment when it rolls back);
+    - ``hosts``: ``{host: {"plan", "lease_result"}}``, each host's plan (``rollback_host_plan`` of its last read,
+      its lease folded in); ``book`` the hosts to roll back, in the play's order (each pool's queue); ``active``
+      the same hosts for the play that rolls them back, the pools taken in turn (:func:`pools_in_turn`);
+      ``described`` each host as the book of slots reads it (a rollback is a repair asked for now: no maintenance
+      window holds it); ``release`` the hosts not rolled back whose lease the run holds.
+    """
+    found = host_values(hostvars, hosts, ROLLBACK_NAMES)
+    reads = dict((host, _rollback_reads(found[host])) for host in found)
+    refused = refusals(dict((host, read[0]) for host, read in reads.items()))
+    takeovers, cancel, entries, described, book, release = {}, {}, {}, [], [], []
+    for host in hosts or ():
+        values, (result, status) = found[host], reads[host]
+        if not _done(values.get("__fleetos_rollout_lease_taken")):
+            rollout = takeover(values.get("__fleetos_rollback_lease"), owner, break_lease=break_lease, now=now)
+            if rollout:
+                takeovers[host] = rollout
+        pool = values.get("fleetos_pool") or "default"
+        if status is None:
+            plan = host_plan(None, host, pool=pool, error="its deployments were not read")
+        else:
+            plan = rollback_host_plan(status, host, pool=pool, rollback_from=rollback_from)
+            name = status.get("backend") or "rpm-ostree"
+            command = backend(name).command("cancel")
+            if result.get("acquired") and not refused and status.get("staged") is not None and command \
+                    and "__fleetos_rollback_cancelled" not in values:
+                cancel[host] = {"command": command, "backend": name}
+        plan = lease_plan(plan, result, refused, now=now, before="the rollback")
+        entries[host] = {"plan": plan, "lease_result": result}
+        budget = values.get("fleetos_pool_max_unavailable")
+        described.append({"host": host, "pool": pool, "max_unavailable": 1 if budget is None else budget,
+                          "first": False, "windows": [], "windows_timezone": "UTC", "activation_seconds": None})
+        if plan.get("action") == "activate":
+            book.append(host)
+        elif result.get("acquired") and not result.get("released"):
+            release.append(host)
+    pools = dict((me["host"], me["pool"]) for me in described)
+    return {"takeovers": takeovers, "cancel": cancel, "hosts": entries, "refused": refused, "book": book,
+            "active": pools_in_turn(book, pools.get), "described": described, "release": release}

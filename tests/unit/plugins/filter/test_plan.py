@@ -17,6 +17,7 @@ from ansible.plugins.filter.core import to_nice_json
 from ansible_collections.fleetos.layering.plugins.filter import plan as plan_filter
 from ansible_collections.fleetos.layering.plugins.filter.plan import (
     FilterModule,
+    rollback_hosts,
     rollback_plan,
     rollout_activation,
     rollout_hosts,
@@ -42,6 +43,8 @@ from ansible_collections.fleetos.layering.tests.unit.plugins.plugin_utils.rollou
     TARGET,
     acquired,
     dead_owner,
+    deployments,
+    leased,
     me,
     plan,
     refused,
@@ -208,6 +211,7 @@ def test_the_lease_filters_name_the_holder_fold_the_refusal_in_and_take_over_a_g
     lambda: rollout_plan_hosts(["n1"], {}, ["n1"]),
     lambda: rollout_lease_takeovers({}, {}, "n1", me()),
     lambda: rollout_hosts({}, {}, "n1"),
+    lambda: rollback_hosts("n1", {}, me()),
 ])
 def test_the_play_filters_refuse_hosts_that_are_no_list(call):
     with pytest.raises(AnsibleFilterError, match="needs .*a list of host names"):
@@ -238,4 +242,13 @@ def test_the_lease_takeovers_of_the_play():
 def test_the_filters_are_registered_by_their_names():
     filters = FilterModule().filters()
     assert {name: function.__name__ for name, function in filters.items()} == {name: name for name in filters}
-    assert len(filters) == 12
+    assert len(filters) == 13
+
+
+def test_rollback_hosts_takes_empty_texts_as_unset_and_refuses_a_rollback_from_that_is_no_digest():
+    hostvars = {"n1": {"__fleetos_rollback_lease": leased(deployments(booted=TARGET))}}
+    decided = rollback_hosts(["n1"], hostvars, me(), break_lease="", rollback_from="")
+    assert decided["book"] == ["n1"] and decided["hosts"]["n1"]["plan"]["old_digest"] == TARGET
+    assert rollback_hosts(["n1"], hostvars, me(), rollback_from="sha256:" + "0" * 64)["release"] == ["n1"]
+    with pytest.raises(AnsibleFilterError, match="fleetos_rollback_from 'latest' is not a digest"):
+        rollback_hosts(["n1"], hostvars, me(), rollback_from="latest")

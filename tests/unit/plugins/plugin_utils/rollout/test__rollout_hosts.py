@@ -184,3 +184,83 @@ def test_the_stage_and_activation_plays_start_every_pool_at_once():
     assert decided["stage"] == decided["active"] == ["a1", "b1", "a2", "b2"]
     # The book keeps the inventory's order: it is each pool's queue.
     assert decided["book"] == hosts
+
+
+def image_deployment(digest):
+    return {"checksum": digest[7:], "image": {"reference": "registry/os@" + digest, "digest": digest,
+                                              "manifest_digest": digest}}
+
+
+def deployments(booted=TARGET, previous=OLD, staged=None, backend="rpm-ostree"):
+    return {"backend": backend, "booted": image_deployment(booted), "rollback": image_deployment(previous),
+            "staged": None if staged is None else image_deployment(staged)}
+
+
+def leased(read=None, **extra):
+    return dict(acquired(), deployments=read or deployments(), **extra)
+
+
+def test_a_rollback_plans_every_host_at_once_and_names_the_hosts_of_its_plays():
+    hostvars = {
+        "a1": {"__fleetos_rollback_lease": leased(), "fleetos_pool": "a", "fleetos_pool_max_unavailable": "50%"},
+        "a2": {"__fleetos_rollback_lease": leased(), "fleetos_pool": "a",
+               # A pool's maintenance windows do not hold a rollback.
+               "fleetos_rollout_windows": [{"days": ["Sat"]}]},
+        "b1": {"__fleetos_rollback_lease": leased(), "fleetos_pool": "b"},
+        # Booted on another digest than the one rolled back from: its lease is released.
+        "b2": {"__fleetos_rollback_lease": leased(deployments(booted=OLD, previous=TARGET)), "fleetos_pool": "b"},
+        "c1": {"__fleetos_rollback_lease": {"unreachable": True, "msg": "ssh: connect to host c1: timed out"}},
+    }
+    decided = _rollout_hosts.rollback_hosts(hostvars, sorted(hostvars), me(), rollback_from=TARGET, now=NOW)
+    plans = {host: entry["plan"] for host, entry in decided["hosts"].items()}
+    assert {host: plan["action"] for host, plan in plans.items()} == {
+        "a1": "activate", "a2": "activate", "b1": "activate", "b2": "unchanged", "c1": "error"}
+    assert plans["a1"]["digest"] == OLD and plans["b2"]["reason"] == "not booted on %s" % TARGET
+    assert "ssh: connect to host c1: timed out" in plans["c1"]["reason"]
+    assert decided["book"] == ["a1", "a2", "b1"] and decided["active"] == ["a1", "b1", "a2"]
+    assert decided["release"] == ["b2"] and decided["takeovers"] == {} and decided["cancel"] == {}
+    described = {d["host"]: d for d in decided["described"]}
+    assert described["a1"] == {"host": "a1", "pool": "a", "max_unavailable": "50%", "first": False, "windows": [],
+                               "windows_timezone": "UTC", "activation_seconds": None}
+    assert described["a2"]["windows"] == [] and described["c1"]["pool"] == "default"
+    assert described["c1"]["max_unavailable"] == 1
+
+
+def test_a_staged_deployment_is_cancelled_then_the_host_is_planned_from_its_read_after_the_cancel():
+    staged = deployments(staged=OLD)
+    hostvars = {"n1": {"__fleetos_rollback_lease": leased(staged)},
+                "n2": {"__fleetos_rollback_lease": leased(deployments(staged=OLD, backend="bootc"))}}
+    decided = _rollout_hosts.rollback_hosts(hostvars, ["n1", "n2"], me(), now=NOW)
+    # bootc has no cancel command: it discards the staged deployment when it rolls back.
+    assert list(decided["cancel"]) == ["n1"] and decided["cancel"]["n1"]["backend"] == "rpm-ostree"
+    assert decided["cancel"]["n1"]["command"] == "rpm-ostree cleanup --pending"
+    # Cancelled and read again (the previous deployment is now another image): planned from that read, not asked
+    # to cancel again.
+    after = dict(hostvars["n1"], __fleetos_rollback_cancelled={"changed": True},
+                 __fleetos_rollback_status=deployments(booted=TARGET, previous="sha256:" + "e" * 64))
+    decided = _rollout_hosts.rollback_hosts(dict(hostvars, n1=after), ["n1", "n2"], me(), now=NOW)
+    assert decided["cancel"] == {} and decided["hosts"]["n1"]["plan"]["digest"] == "sha256:" + "e" * 64
+    # In check mode the cancel and the read are skipped: the read under the lease stands.
+    skipped = dict(hostvars["n1"], __fleetos_rollback_cancelled={"skipped": True},
+                   __fleetos_rollback_status={"skipped": True})
+    decided = _rollout_hosts.rollback_hosts(dict(hostvars, n1=skipped), ["n1"], me(), now=NOW)
+    assert decided["cancel"] == {} and decided["hosts"]["n1"]["plan"]["digest"] == OLD
+
+
+def test_a_rollback_stops_before_anything_changes_when_another_rollout_holds_a_host_and_takes_over_a_gone_one():
+    hostvars = {"n1": {"__fleetos_rollback_lease": leased(deployments(staged=OLD))},
+                "n2": {"__fleetos_rollback_lease": dict(refused(me()), deployments=deployments())}}
+    decided = _rollout_hosts.rollback_hosts(hostvars, ["n1", "n2"], me(), now=NOW)
+    # A live rollout holds n2: nothing is cancelled, nothing rolled back, n1's lease is released.
+    assert [e["plan"]["action"] for e in decided["hosts"].values()] == ["error", "error"]
+    assert "stopped before the rollback" in decided["hosts"]["n1"]["plan"]["reason"]
+    assert decided["cancel"] == {} and decided["book"] == [] and decided["release"] == ["n1"]
+    assert decided["takeovers"] == {}
+    # The rollout that held n2 is gone: taken over first; once taken, n1's staged deployment is cancelled.
+    gone = dict(hostvars, n2={"__fleetos_rollback_lease": dict(refused(dead_owner()), deployments=deployments())})
+    decided = _rollout_hosts.rollback_hosts(gone, ["n1", "n2"], me(), now=NOW)
+    assert decided["takeovers"] == {"n2": "other-run"} and decided["cancel"] == {}
+    taken = dict(gone, n2=dict(gone["n2"], __fleetos_rollout_lease_taken=leased()))
+    decided = _rollout_hosts.rollback_hosts(taken, ["n1", "n2"], me(), now=NOW)
+    assert decided["takeovers"] == {} and list(decided["cancel"]) == ["n1"]
+    assert decided["hosts"]["n2"]["plan"]["action"] == "activate" and decided["hosts"]["n2"]["lease_result"]["acquired"]
