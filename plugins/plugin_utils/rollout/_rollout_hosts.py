@@ -217,7 +217,7 @@ def _rollback_reads(values):
 
 def rollback_hosts(hostvars, hosts, owner, break_lease=None, rollback_from=None, now=None):
     """Every host's decisions of rollback.yml, from what the run has read so far: -> ``{"takeovers", "cancel",
-    "hosts", "book", "described", "release"}``.
+    "hosts", "refused", "book", "active", "described", "release"}``.
 
     The playbook asks after each step that reads hosts: the lease and the deployments read under it
     (``__fleetos_rollback_lease``), the takeover of the lease of a rollout that is gone
@@ -226,14 +226,15 @@ def rollback_hosts(hostvars, hosts, owner, break_lease=None, rollback_from=None,
 
     - ``takeovers``: ``{host: rollout}``, the hosts whose lease a rollout that is gone holds (``_resume.takeover``),
       not taken over yet;
-    - ``cancel``: ``{host: {"command", "backend"}}``, the hosts whose staged deployment is cancelled before the plan, not cancelled
-      yet: the lease taken, no host of the run held by another rollout, and a backend with a cancel command (bootc
-      has none: it discards the staged deployment when it rolls back);
+    - ``cancel``: ``{host: {"command", "backend"}}``, the hosts whose staged deployment is cancelled before the
+      plan, not cancelled yet: the lease taken, no host of the run held by another rollout, and a backend with a
+      cancel command (bootc has none: it discards the staged deployment when it rolls back);
     - ``hosts``: ``{host: {"plan", "lease_result"}}``, each host's plan (``rollback_host_plan`` of its last read,
-      its lease folded in); ``book`` the hosts to roll back, in the play's order (each pool's queue); ``active``
-      the same hosts for the play that rolls them back, the pools taken in turn (:func:`pools_in_turn`);
-      ``described`` each host as the book of slots reads it (a rollback is a repair asked for now: no maintenance
-      window holds it); ``release`` the hosts not rolled back whose lease the run holds.
+      its lease folded in); ``refused`` the hosts other rollouts hold (``_resume.refusals``); ``book`` the hosts
+      to roll back, in the play's order (each pool's queue); ``active`` the same hosts for the play that rolls them
+      back, the pools taken in turn (:func:`pools_in_turn`); ``described`` each host as the book of slots reads it
+      (a rollback is a repair asked for now: no maintenance window holds it); ``release`` the hosts not rolled back
+      whose lease the run holds.
     """
     found = host_values(hostvars, hosts, ROLLBACK_NAMES)
     reads = dict((host, _rollback_reads(found[host])) for host in found)
