@@ -131,6 +131,21 @@ def _holders(lab, groups):
     return {g: sorted(status["holders"].get(g) or []) for g in groups}
 
 
+def _rollback(f, report_dir, *extra):
+    """rollback.yml on the fleet's inventory, 20 forks, its report in ``report_dir``; -> the finished process."""
+    return subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(f.inventory), str(ROLLBACK), "--forks", "20",
+         "-e", "fleetos_report_dir=%s" % report_dir] + list(extra),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=str(REPO), timeout=600)
+
+
+def _foreign_lease(rollout, phase):
+    """A lease of another controller's rollout, expired long ago, as a node's lease file holds it."""
+    return {"version": 1, "rollout": rollout, "started_at": 1.0, "acquired_at": 1.0, "renewed_at": 1.0, "ttl": 60,
+            "phase": phase, "target_digest": None, "released": False,
+            "owner": {"controller": "another-controller", "user": "ops", "pid": 1, "start": "1"}}
+
+
 def _restore(f, fleet_):
     """Every node back on the base image, and its lease released by a finished run."""
     for node in NODES:
@@ -280,9 +295,7 @@ def test_a_lease_held_elsewhere_is_refused_until_broken(lab, fleet, tmp_path):
     The image is the one node05 is booted on, so the run that breaks the lease changes
     nothing else on the node (no restore needed)."""
     f = _fleet(lab, tmp_path, pools={"blue": ["node05"]}, budgets={"blue": 1})
-    stale = {"version": 1, "rollout": "20260101T000000Z-dead01", "started_at": 1.0, "acquired_at": 1.0,
-             "renewed_at": 1.0, "ttl": 60, "phase": "planned", "target_digest": None, "released": False,
-             "owner": {"controller": "another-controller", "user": "ops", "pid": 1, "start": "1"}}
+    stale = _foreign_lease("20260101T000000Z-dead01", "planned")
     lab.exec("node05", "mkdir -p /var/lib/fleetos && printf '%%s' '%s' > %s" % (json.dumps(stale), LEASE))
     base = "%s/fleetos/lab-os@%s" % (lab.registry, lab.base_digest)
     assert f.booted("node05") == lab.base_digest
@@ -315,16 +328,11 @@ def test_a_rollback_cancels_staged_deployments_and_takes_over_the_lease_of_a_rol
         assert staged.wait() == 0, staged.stdout[-4000:]
         for node in ("node05", "node06"):
             assert f.booted(node) == fleet["digest"] and f.staged(node), node
-        stale = {"version": 1, "rollout": "20260101T000000Z-gone02", "started_at": 1.0, "acquired_at": 1.0,
-                 "renewed_at": 1.0, "ttl": 60, "phase": "staging", "target_digest": None, "released": False,
-                 "owner": {"controller": "another-controller", "user": "ops", "pid": 1, "start": "1"}}
+        stale = _foreign_lease("20260101T000000Z-gone02", "staging")
         lab.exec("node06", "printf '%%s' '%s' > %s" % (json.dumps(stale), LEASE))
         back_dir = tmp_path / "rollback"
-        back = subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), "-i", str(f.inventory), str(ROLLBACK), "--forks", "20",
-             "-e", "fleetos_rollback_from=%s" % fleet["digest"], "-e", "fleetos_rollout_break_lease=true",
-             "-e", "fleetos_report_dir=%s" % back_dir],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=str(REPO), timeout=600)
+        back = _rollback(f, back_dir, "-e", "fleetos_rollback_from=%s" % fleet["digest"],
+                         "-e", "fleetos_rollout_break_lease=true")
         assert back.returncode == 0, back.stdout[-4000:]
         report = json.loads((back_dir / "rollback-report.json").read_text())
         assert {row["host"]: row["status"] for row in report["hosts"]} == {"node05": "activated", "node06": "activated"}
@@ -418,11 +426,8 @@ def test_a_rollback_during_a_rollout_is_refused_before_it_changes_anything(lab, 
         rollout = Controller(f, "rollout", "-e", "fleetos_rollout_image=%s" % _pinned(fleet))
         _wait_for(lambda: _reboots(lab.journal()[mark:]), 300, "the rollout's first reboot")
         back_dir = tmp_path / "rollback"
-        back = subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), "-i", str(f.inventory), str(ROLLBACK), "--forks", "20",
-             "-e", "fleetos_rollback_from=%s" % fleet["digest"], "-e", "fleetos_rollout_lease_wait=0",
-             "-e", "fleetos_report_dir=%s" % back_dir],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=str(REPO), timeout=600)
+        back = _rollback(f, back_dir, "-e", "fleetos_rollback_from=%s" % fleet["digest"],
+                         "-e", "fleetos_rollout_lease_wait=0")
         assert rollout.wait() == 0, rollout.stdout[-4000:]
         assert back.returncode != 0
         refused = {row["host"]: row for row in json.loads((back_dir / "rollback-report.json").read_text())["hosts"]}
