@@ -126,6 +126,17 @@ def _first(plan):
     return plan.get("action") == "verify" or (bool(plan.get("release_slot")) and plan.get("action") in ("stage", "activate"))
 
 
+def book_entry(host, values, first=False):
+    """``host`` as the book of slots reads it, from ``values`` (its variables, as :func:`host_values` gives them):
+    ``{host, first, pool, max_unavailable, windows, windows_timezone, activation_seconds}``. A variable unset (or
+    empty, where the role's template says "or") gets the role's default."""
+    me = {"host": host, "first": first}
+    for key, variable, default in BOOK_INPUTS:
+        value = values.get(variable)
+        me[key] = default if value is None or (value in ("", []) and key != "max_unavailable") else value
+    return me
+
+
 def pools_in_turn(hosts, pool_of):
     """``hosts`` reordered to take the pools in turn: the first host of each pool (in the order the pools first
     appear), then the second of each, and so on; each pool's hosts keep their order.
@@ -166,12 +177,7 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
         entries[host] = {"plan": plan, "lease_result": results[host]}
         action = plan.get("action")
         goes_first = _first(plan)
-        me = {"host": host, "first": goes_first}
-        for key, variable, default in BOOK_INPUTS:
-            # Unset (or empty, where the role's template says "or"), the role's default.
-            value = values.get(variable)
-            me[key] = default if value is None or (value in ("", []) and key != "max_unavailable") else value
-        described.append(me)
+        described.append(book_entry(host, values, goes_first))
         in_book = activate and action in TO_ACTIVATE
         if in_book:
             (first if goes_first else rest).append(host)
@@ -194,9 +200,11 @@ def rollout_hosts(plans, hostvars, hosts, activate=True, now=None):
     return dict(lists, hosts=entries, refused=refused, book=first + rest, described=described)
 
 
-# Every variable rollback_hosts reads of a host: its lease read, its takeover, its cancel and the read after it.
+# Every variable rollback_hosts reads of a host: its lease read, its takeover, its cancel and the read after it, its
+# pool and budget. Not its maintenance windows: a rollback is a repair asked for now, and the book gives an unread
+# window variable its default (none).
 ROLLBACK_NAMES = ("__fleetos_rollback_lease", "__fleetos_rollout_lease_taken", "__fleetos_rollback_cancelled",
-                  "__fleetos_rollback_status") + tuple(variable for _key, variable, _default in BOOK_INPUTS[:2])
+                  "__fleetos_rollback_status", "fleetos_pool", "fleetos_pool_max_unavailable")
 
 
 def _done(result):
@@ -246,7 +254,9 @@ def rollback_hosts(hostvars, hosts, owner, break_lease=None, rollback_from=None,
             rollout = takeover(values.get("__fleetos_rollback_lease"), owner, break_lease=break_lease, now=now)
             if rollout:
                 takeovers[host] = rollout
-        pool = values.get("fleetos_pool") or "default"
+        me = book_entry(host, values)
+        described.append(me)
+        pool = me["pool"]
         if status is None:
             plan = host_plan(None, host, pool=pool, error="its deployments were not read")
         else:
@@ -258,9 +268,6 @@ def rollback_hosts(hostvars, hosts, owner, break_lease=None, rollback_from=None,
                 cancel[host] = {"command": command, "backend": name}
         plan = lease_plan(plan, result, refused, now=now, before="the rollback")
         entries[host] = {"plan": plan, "lease_result": result}
-        budget = values.get("fleetos_pool_max_unavailable")
-        described.append({"host": host, "pool": pool, "max_unavailable": 1 if budget is None else budget,
-                          "first": False, "windows": [], "windows_timezone": "UTC", "activation_seconds": None})
         if plan.get("action") == "activate":
             book.append(host)
         elif result.get("acquired") and not result.get("released"):
